@@ -1,0 +1,257 @@
+"""The cluster spec: one source of truth for everything that differs between clusters.
+
+Models are strict (``extra="forbid"``): an unknown key is an error, never silently ignored.
+Only schema-level rules live here; rules that need the catalogues live in
+``clusterforge.spec.checks`` so that every semantic error can be reported at once.
+"""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+SPEC_VERSION = 1
+
+_NAME = r"^[a-z][a-z0-9-]{0,30}$"
+_VERSION = r"^\d+(\.\d+){0,3}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Version = Annotated[str, Field(pattern=_VERSION, description="Dotted version, e.g. 570.133.20")]
+
+
+# --- provider -------------------------------------------------------------------------------
+
+
+class AwsProvider(_Strict):
+    """AWS through the Pulumi program in ``stacks/``."""
+
+    kind: Literal["aws"]
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$", description="e.g. us-east-1")
+    availability_zone: str = Field(description="GPU capacity lives in one AZ, e.g. us-east-1a")
+    admin_cidrs: list[IPv4Network] = Field(
+        default_factory=list,
+        description="CIDRs allowed to SSH to the head node. Empty (default): SSM only, no SSH ingress.",
+    )
+    egress: Literal["nat", "endpoints"] = Field(
+        "nat", description="nat: NAT gateway; endpoints: VPC endpoints only (S3 gateway, SSM interfaces)"
+    )
+    connection: Literal["ssm", "ssh-bastion"] = Field(
+        "ssm", description="How Ansible reaches the nodes: SSM Session Manager or SSH via a bastion"
+    )
+    ami: str | None = Field(None, pattern=r"^ami-[0-9a-f]{8,17}$", description="Pin an AMI; else SSM public parameter")
+    key_name: str | None = Field(None, description="EC2 key pair for ssh-bastion connections")
+
+
+class LocalProvider(_Strict):
+    """Containers on this machine: no cloud, no GPU."""
+
+    kind: Literal["local"]
+    engine: Literal["auto", "podman", "docker"] = Field(
+        "auto", description="Container engine; auto prefers podman, then docker"
+    )
+    debian_suite: Literal["bookworm"] = "bookworm"
+    network_cidr: IPv4Network = Field(IPv4Network("10.89.42.0/24"), description="Private container network")
+
+
+class StaticProvider(_Strict):
+    """Existing machines, from a hand-written Ansible inventory."""
+
+    kind: Literal["static"]
+    inventory: str = Field(description="Path to the inventory file, relative to the repository root")
+
+
+Provider = Annotated[AwsProvider | LocalProvider | StaticProvider, Field(discriminator="kind")]
+
+
+# --- node pools -----------------------------------------------------------------------------
+
+
+class RootVolume(_Strict):
+    size_gib: int = Field(200, ge=8, le=16384)
+    type: Literal["gp3", "io2"] = "gp3"
+    iops: int | None = Field(None, ge=3000, le=256000)
+    throughput_mibps: int | None = Field(None, ge=125, le=1000)
+
+
+class PlacementGroup(_Strict):
+    strategy: Literal["cluster", "partition"] = "cluster"
+    partition_count: int | None = Field(None, ge=1, le=7)
+
+
+class NodePool(_Strict):
+    name: str = Field(pattern=_NAME)
+    role: Literal["gpu", "head", "login"] = Field(description="gpu: training workers; head: Slurm controller")
+    instance_type: str = Field(description="A key of the hardware catalogue, e.g. p5.48xlarge")
+    count: int = Field(ge=0, le=4096)
+    capacity_reservation_id: str | None = Field(None, pattern=r"^cr-[0-9a-f]{8,17}$")
+    capacity_block_id: str | None = Field(
+        None, pattern=r"^cr-[0-9a-f]{8,17}$", description="A purchased EC2 Capacity Block (a cr- id)"
+    )
+    capacity_reservation_size: int | None = Field(
+        None, ge=1, description="Instances the reservation holds; checked against count (preflight confirms)"
+    )
+    placement_group: PlacementGroup | None = None
+    root_volume: RootVolume = RootVolume()
+    certification: str | None = Field(None, description="Name of a certification profile")
+
+
+# --- network and storage ----------------------------------------------------------------------
+
+
+class Subnets(_Strict):
+    gpu: IPv4Network = IPv4Network("10.0.0.0/19")
+    head: IPv4Network = IPv4Network("10.0.32.0/24")
+    public: IPv4Network | None = Field(IPv4Network("10.0.33.0/24"), description="For the NAT gateway")
+
+
+class Network(_Strict):
+    vpc_cidr: IPv4Network = IPv4Network("10.0.0.0/16")
+    subnets: Subnets = Subnets()
+
+
+class FsxLustre(_Strict):
+    storage_capacity_gib: int = Field(ge=1200, description="1200, 2400, then steps of 2400 (PERSISTENT_2)")
+    deployment_type: Literal["SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"] = "PERSISTENT_2"
+    per_unit_storage_throughput: int | None = Field(None, description="MB/s per TiB (PERSISTENT only)")
+    mount_point: str = "/fsx"
+    import_path: str | None = Field(None, pattern=r"^s3://", description="Optional S3 data repository")
+
+
+class CheckpointBucket(_Strict):
+    name: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", description="Default: derived")
+    noncurrent_version_expiry_days: int = Field(30, ge=1)
+
+
+class SharedVolume(_Strict):
+    name: str = Field("shared", pattern=_NAME)
+    mount_point: str = "/shared"
+
+
+class Nfs(_Strict):
+    server: str
+    export: str
+    mount_point: str = "/shared"
+
+
+class Storage(_Strict):
+    fsx_lustre: FsxLustre | None = None
+    checkpoint_bucket: CheckpointBucket | None = None
+    shared_volume: SharedVolume | None = Field(None, description="local provider: a container volume")
+    nfs: Nfs | None = Field(None, description="static provider: an existing NFS export")
+
+    @property
+    def shared_path(self) -> str | None:
+        """Where every node sees shared storage (checkpoints, validator scratch)."""
+        for item in (self.fsx_lustre, self.shared_volume, self.nfs):
+            if item is not None:
+                return item.mount_point
+        return None
+
+
+# --- software set ---------------------------------------------------------------------------
+
+
+class Driver(_Strict):
+    branch: str = Field(pattern=r"^\d{3}$", description="Driver branch, e.g. 570")
+    version: Version
+    kernel_module: Literal["open", "proprietary"] = "open"
+    source: Literal["cuda-repo", "distro"] = Field(
+        "cuda-repo", description="cuda-repo: NVIDIA's CUDA network repository; distro: e.g. Debian non-free"
+    )
+
+
+class Software(_Strict):
+    os_image: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
+    driver: Driver
+    cuda: Version = Field(description="CUDA toolkit version, e.g. 12.8.1")
+    nccl: Version | None = Field(None, description="e.g. 2.26.2 (package 2.26.2-1+cuda12.8)")
+    nccl_tests: Version | None = None
+    efa_installer: Version | None = None
+    aws_ofi_nccl: Version | None = None
+    fabric_manager: Version | None = Field(None, description="Must equal driver.version on NVSwitch types")
+    dcgm: Version | None = None
+    nvidia_container_toolkit: Version | None = None
+    enroot: Version | None = None
+    pyxis: Version | None = None
+    slurm: Version
+
+
+# --- orchestration and certification --------------------------------------------------------
+
+
+class Partition(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,30}$")
+    pools: list[str] = Field(min_length=1)
+    default: bool = False
+    max_time: str = Field("INFINITE", pattern=r"^(INFINITE|\d+(-\d{1,2})?(:\d{2}){0,2})$")
+
+
+class Orchestration(_Strict):
+    scheduler: Literal["slurm"] = "slurm"
+    partitions: list[Partition] = Field(min_length=1)
+
+
+class Durations(_Strict):
+    burnin_seconds: int = Field(60, ge=5, le=86400)
+    nccl_iterations: int = Field(20, ge=1, le=1000)
+    checkpoint_steps: int = Field(8, ge=2, le=10000)
+
+
+class CertificationProfile(_Strict):
+    suite: Literal["quick", "standard", "full"] = Field(description="validators profile to run")
+    skip_checks: list[str] = Field(default_factory=list, description="validator check ids not to run")
+    durations: Durations = Durations()
+    thresholds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Overrides of catalogue thresholds, by key, e.g. nccl.all_reduce.1node.busbw_gbps",
+    )
+
+
+class Certification(_Strict):
+    profiles: dict[str, CertificationProfile] = Field(default_factory=dict)
+
+    @field_validator("profiles")
+    @classmethod
+    def _names(cls, value: dict[str, CertificationProfile]) -> dict[str, CertificationProfile]:
+        for name in value:
+            if not re.match(_NAME, name):
+                raise ValueError(f"profile name {name!r} must match {_NAME}")
+        return value
+
+
+# --- the spec -------------------------------------------------------------------------------
+
+
+class ClusterSpec(_Strict):
+    """A cluster: where it runs, what it is made of, what runs on it and how it is certified."""
+
+    spec_version: Literal[1] = SPEC_VERSION
+    stack: str = Field(pattern=_NAME, description="Stack name; also names resources and the journal folder")
+    provider: Provider
+    node_pools: list[NodePool] = Field(min_length=1)
+    network: Network = Network()
+    storage: Storage = Storage()
+    software: Software
+    orchestration: Orchestration
+    certification: Certification = Certification()
+    suppress_checks: list[str] = Field(default_factory=list, description="Spec check ids to silence")
+
+    def pool(self, name: str) -> NodePool:
+        for pool in self.node_pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+    def pools_with_role(self, role: str) -> list[NodePool]:
+        return [p for p in self.node_pools if p.role == role]
+
+    def node_names(self, pool: NodePool) -> list[str]:
+        """Stable node names, ``<pool>-001`` …, so one node can be replaced on its own."""
+        return [f"{pool.name}-{i:03d}" for i in range(1, pool.count + 1)]

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One-shot set-up on a fresh Debian/Ubuntu machine: system packages, the Python environment,
+# then each part's own hook. Idempotent: a second run installs nothing new.
+#
+#   scripts/setup.sh          what `invoke up --stack local` needs
+#   scripts/setup.sh --dev    plus what the tests and linters need
+#
+# Each part of the project declares what it needs in scripts/setup.d/:
+#   NN-name.apt   Debian packages, one per line ('#' comments)
+#   NN-name.pip   pip requirement lines for the workstation venv (.venv)
+#   NN-name.sh    a hook run after both (e.g. write a containers.conf); gets $DEV=0|1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEV=0
+[[ "${1:-}" == "--dev" ]] && DEV=1
+export DEV
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+
+want_apt=()
+for f in scripts/setup.d/*.apt; do
+  [[ -e "$f" ]] || continue
+  while read -r pkg _; do
+    [[ -z "$pkg" || "$pkg" == \#* ]] && continue
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || want_apt+=("$pkg")
+  done < "$f"
+done
+if ((${#want_apt[@]})); then
+  say "installing Debian packages: ${want_apt[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${want_apt[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  say "creating .venv"
+  python3 -m venv .venv
+fi
+say "installing Python packages into .venv"
+.venv/bin/pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+extras=""
+[[ $DEV == 1 ]] && extras="[dev]"
+pip_files=()
+for f in scripts/setup.d/*.pip; do
+  [[ -e "$f" ]] || continue
+  # files named *-dev.pip are for tests only
+  [[ $DEV == 0 && "$f" == *-dev.pip ]] && continue
+  pip_files+=(-r "$f")
+done
+.venv/bin/pip install -q --disable-pip-version-check -e ".${extras}" "${pip_files[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+
+for f in scripts/setup.d/*.sh; do
+  [[ -e "$f" ]] || continue
+  say "running ${f##*/}"
+  bash "$f"
+done
+say "set-up done"
