@@ -1,0 +1,192 @@
+"""Per-stack journal: what `up` has finished for each node, so a second run resumes.
+
+Lives in ``.clusterforge/<stack>/journal.json``. Every write goes to a temporary file in the
+same folder, is fsynced, then renamed over the old one (rename is atomic on POSIX), and the
+folder is fsynced so the rename itself survives a crash: a reader sees the old journal or the
+new one, never half of one. Writes are serialised by a lock because the scheduler's workers
+record progress from several threads.
+
+A node's entry is only trusted while it describes the same machine: when the provider reports
+another ``provider_id`` (the container or instance was replaced), the entry is reset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+JOURNAL_VERSION = 1
+STATE_ROOT_ENV = "CLUSTERFORGE_STATE_DIR"
+
+# Stages in the order a node passes them. "failed" is not a stage: it is recorded with the
+# stage that failed, so a re-run knows where to start again.
+STAGES = ("provisioned", "configured", "certified")
+
+
+def state_root() -> Path:
+    """Where per-stack state lives: ``$CLUSTERFORGE_STATE_DIR`` or ``./.clusterforge``."""
+    return Path(os.environ.get(STATE_ROOT_ENV, ".clusterforge")).resolve()
+
+
+def stack_dir(stack: str) -> Path:
+    return state_root() / stack
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+@dataclass
+class NodeRecord:
+    """What is known to be done on one node."""
+
+    provider_id: str = ""
+    done: list[str] = field(default_factory=list)  # subset of STAGES, in order
+    failed_stage: str = ""
+    reason: str = ""
+    verdict: str = ""  # "pass" | "fail" | "" (never certified)
+    certified_at: str = ""
+    profile: str = ""
+    report: str = ""  # path of the last report.json on the workstation
+    updated: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeRecord:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that a crash leaves either the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class JournalError(Exception):
+    pass
+
+
+class Journal:
+    """Thread-safe per-node progress of one stack, persisted on every change."""
+
+    def __init__(self, stack: str, root: Path | None = None):
+        self.stack = stack
+        self.dir = (root or state_root()) / stack
+        self.path = self.dir / "journal.json"
+        self._lock = threading.Lock()
+        self.nodes: dict[str, NodeRecord] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise JournalError(
+                f"{self.path}: unreadable journal ({exc}); move it away to start the stack's bookkeeping afresh"
+            ) from None
+        if data.get("version") != JOURNAL_VERSION:
+            raise JournalError(
+                f"{self.path}: journal version {data.get('version')!r}, expected {JOURNAL_VERSION}"
+            )
+        self.nodes = {name: NodeRecord.from_dict(rec) for name, rec in data.get("nodes", {}).items()}
+
+    def _save(self) -> None:
+        data = {
+            "version": JOURNAL_VERSION,
+            "stack": self.stack,
+            "nodes": {name: asdict(rec) for name, rec in sorted(self.nodes.items())},
+        }
+        write_atomic(self.path, json.dumps(data, indent=2) + "\n")
+
+    def record(self, node: str) -> NodeRecord:
+        """A copy of the node's record (empty when unknown)."""
+        with self._lock:
+            rec = self.nodes.get(node)
+            return NodeRecord.from_dict(asdict(rec)) if rec else NodeRecord()
+
+    def is_done(self, node: str, stage: str) -> bool:
+        with self._lock:
+            rec = self.nodes.get(node)
+            return bool(rec and stage in rec.done and not rec.failed_stage)
+
+    def observe(self, node: str, provider_id: str) -> bool:
+        """Tie the node's record to the machine now behind it; reset it if the machine changed.
+
+        Returns True when the record was reset (a replaced container must be redone from scratch).
+        """
+        with self._lock:
+            rec = self.nodes.get(node)
+            if rec is not None and rec.provider_id == provider_id:
+                return False
+            reset = rec is not None and bool(rec.provider_id)
+            self.nodes[node] = NodeRecord(provider_id=provider_id, updated=now_iso())
+            self._save()
+            return reset
+
+    def mark_done(self, node: str, stage: str, **fields: str) -> None:
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
+        with self._lock:
+            rec = self.nodes.setdefault(node, NodeRecord())
+            # A stage being done means everything before it is done; later stages are stale.
+            upto = STAGES.index(stage) + 1
+            rec.done = list(STAGES[:upto])
+            rec.failed_stage = ""
+            rec.reason = ""
+            for key, value in fields.items():
+                setattr(rec, key, value)
+            rec.updated = now_iso()
+            self._save()
+
+    def mark_failed(self, node: str, stage: str, reason: str, **fields: str) -> None:
+        with self._lock:
+            rec = self.nodes.setdefault(node, NodeRecord())
+            if stage in STAGES:
+                rec.done = [s for s in rec.done if STAGES.index(s) < STAGES.index(stage)]
+            rec.failed_stage = stage
+            rec.reason = reason
+            for key, value in fields.items():
+                setattr(rec, key, value)
+            rec.updated = now_iso()
+            self._save()
+
+    def invalidate(self, node: str, stage: str) -> None:
+        """Forget ``stage`` and everything after it (e.g. ``--recertify``)."""
+        with self._lock:
+            rec = self.nodes.get(node)
+            if rec is None:
+                return
+            rec.done = [s for s in rec.done if STAGES.index(s) < STAGES.index(stage)]
+            rec.updated = now_iso()
+            self._save()
+
+    def forget(self, node: str | None = None) -> None:
+        """Drop one node's record, or all of them (``down``)."""
+        with self._lock:
+            if node is None:
+                self.nodes.clear()
+            else:
+                self.nodes.pop(node, None)
+            self._save()

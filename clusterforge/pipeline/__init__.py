@@ -1,0 +1,1 @@
+"""The per-node pipeline: provision -> configure -> certify -> admit, streamed node by node."""
