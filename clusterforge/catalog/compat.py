@@ -1,0 +1,204 @@
+"""The software compatibility matrix: which versions work together, and on which GPUs.
+
+Data lives in ``clusterforge/data/compatibility.yaml`` with a source for every rule; this module
+gives it types, a cached loader and the look-ups the spec checks and the roles need.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from clusterforge.catalog.hardware import DATA_DIR
+from clusterforge.catalog.versions import at_least, major, major_minor, vtuple
+
+COMPAT_FILE = DATA_DIR / "compatibility.yaml"
+
+KernelModule = Literal["open", "proprietary"]
+Level = Literal["error", "warning", "info"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: object) -> object:
+        # YAML reads 535 as a number and 12.10 as the float 12.1: ints become text, floats are refused
+        # so that a two-part version is always written quoted.
+        if isinstance(value, list):
+            return [cls._numbers_as_text(v) for v in value]
+        if isinstance(value, float):
+            raise ValueError(f"write the version {value!r} as a quoted string (YAML read it as a number)")
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class CudaRelease(_Data):
+    cuda: str = Field(description="Toolkit release major.minor.update: 12.8.1 is 12.8 Update 1")
+    min_driver: str = Field(description="Minimum Linux x86_64 driver for the full toolkit")
+    source: list[str] = Field(min_length=1)
+
+
+class CudaMajor(_Data):
+    major: str
+    min_driver: str = Field(description="Floor under minor version compatibility (reduced features)")
+    source: list[str] = Field(min_length=1)
+
+
+class GpuModelRule(_Data):
+    architecture: str
+    min_cuda: str
+    min_driver: str
+    kernel_modules: list[KernelModule] = Field(min_length=1, description="Kernel module flavours that work")
+    min_nccl: str | None = None
+    source: list[str] = Field(min_length=1)
+    note: str = ""
+
+
+class KernelModuleRule(_Data):
+    open_min_driver: str = Field(description="First driver branch shipping the open GPU kernel modules")
+    source: list[str] = Field(min_length=1)
+
+
+class FabricManagerRule(_Data):
+    required_on_nvswitch: bool
+    must_equal_driver: bool
+    source: list[str] = Field(min_length=1)
+
+
+class NcclCudaRule(_Data):
+    nccl_min: str
+    nccl_below: str | None = Field(None, description="Exclusive upper bound; None: open ended")
+    cuda_majors: list[str] = Field(min_length=1, description="CUDA majors NCCL packages are built for")
+    source: list[str] = Field(min_length=1)
+
+    def covers(self, nccl: str) -> bool:
+        return at_least(nccl, self.nccl_min) and (
+            self.nccl_below is None or not at_least(nccl, self.nccl_below)
+        )
+
+
+class VersionFloor(_Data):
+    """One component's floor on some instance types: below ``required`` is an error,
+    below ``recommended`` a warning."""
+
+    component: Literal["cuda", "nccl", "aws_ofi_nccl", "efa_installer", "driver"]
+    required: str
+    recommended: str | None = None
+
+
+class InstanceFloors(_Data):
+    instance_types: list[str] = Field(min_length=1)
+    floors: list[VersionFloor] = Field(min_length=1)
+    source: list[str] = Field(min_length=1)
+
+
+class EfaEnvRule(_Data):
+    """A combination that works only with an environment variable set (a known failure)."""
+
+    id: str
+    nccl_min: str
+    efa_installer_below: str
+    env: dict[str, str]
+    level: Level
+    message: str
+    source: list[str] = Field(min_length=1)
+
+
+class SlurmFamily(_Data):
+    released: str = Field(description="YYYY-MM")
+    upstream_supported: bool
+    source: list[str] = Field(min_length=1)
+    note: str = ""
+
+
+class PyxisRule(_Data):
+    enroot_min: str
+    source: list[str] = Field(min_length=1)
+
+
+class OsImageRule(_Data):
+    providers: dict[str, list[str]] = Field(description="provider kind -> os_image values it can build")
+    efa_installer: list[str] = Field(description="os_image values the EFA installer supports")
+    distro_driver_branch: dict[str, str] = Field(
+        default_factory=dict, description="os_image -> driver branch its own archive carries (source: distro)"
+    )
+    source: list[str] = Field(min_length=1)
+
+
+class CompatMatrix(_Data):
+    sources: dict[str, str]
+    cuda_releases: list[CudaRelease]
+    cuda_majors: list[CudaMajor]
+    gpu_models: dict[str, GpuModelRule]
+    kernel_module: KernelModuleRule
+    fabric_manager: FabricManagerRule
+    nccl_cuda: list[NcclCudaRule]
+    instance_floors: list[InstanceFloors]
+    efa_env: list[EfaEnvRule]
+    slurm_families: dict[str, SlurmFamily]
+    pyxis: PyxisRule
+    os_images: OsImageRule
+
+    @model_validator(mode="after")
+    def _sources_declared(self) -> CompatMatrix:
+        for ref in self.source_refs():
+            if ref not in self.sources:
+                raise ValueError(f"source id {ref!r} is not declared under 'sources'")
+        return self
+
+    def source_refs(self) -> list[str]:
+        items: list[_Data] = [*self.cuda_releases, *self.cuda_majors, *self.gpu_models.values()]
+        items += [self.kernel_module, self.fabric_manager, *self.nccl_cuda, *self.instance_floors]
+        items += [*self.efa_env, *self.slurm_families.values(), self.pyxis, self.os_images]
+        return [ref for item in items for ref in getattr(item, "source", [])]
+
+    # --- look-ups ---------------------------------------------------------------------------
+
+    def cuda_release(self, cuda: str) -> CudaRelease | None:
+        """The table row for a toolkit version: same major.minor, the highest update <= the
+        given one (12.8.1 -> 12.8 Update 1; Debian's 11.8.89 -> 11.8 GA). None if unknown."""
+        want = vtuple(cuda) + (0, 0)
+        rows = [r for r in self.cuda_releases if vtuple(r.cuda)[:2] == want[:2]]
+        rows = [r for r in rows if vtuple(r.cuda)[2] <= want[2]]
+        return max(rows, key=lambda r: vtuple(r.cuda)) if rows else None
+
+    def cuda_minor_versions(self) -> list[str]:
+        return sorted({major_minor(r.cuda) for r in self.cuda_releases}, key=vtuple)
+
+    def cuda_major_floor(self, cuda: str) -> CudaMajor | None:
+        return next((m for m in self.cuda_majors if m.major == str(major(cuda))), None)
+
+    def gpu(self, model: str) -> GpuModelRule | None:
+        return self.gpu_models.get(model)
+
+    def nccl_cuda_majors(self, nccl: str) -> list[str] | None:
+        rule = next((r for r in self.nccl_cuda if r.covers(nccl)), None)
+        return rule.cuda_majors if rule else None
+
+    def floors_for(self, instance_type: str) -> list[tuple[VersionFloor, list[str]]]:
+        """Every floor that applies to an instance type, with its sources."""
+        return [
+            (floor, group.source)
+            for group in self.instance_floors
+            if instance_type in group.instance_types
+            for floor in group.floors
+        ]
+
+    def slurm_family(self, slurm: str) -> SlurmFamily | None:
+        return self.slurm_families.get(major_minor(slurm))
+
+
+def read_compat(path: Path) -> CompatMatrix:
+    """Parse one matrix file (tests use this on altered copies)."""
+    return CompatMatrix.model_validate(yaml.safe_load(path.read_text()))
+
+
+@cache
+def load_compat() -> CompatMatrix:
+    """The packaged compatibility matrix, parsed once per process."""
+    return read_compat(COMPAT_FILE)

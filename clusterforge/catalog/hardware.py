@@ -1,0 +1,190 @@
+"""The hardware catalogue: what each instance type is, and what a healthy one must measure.
+
+Data lives in ``clusterforge/data/hardware.yaml`` (every figure cites a source id declared in
+that file's ``sources`` table); this module only gives it types and a cached loader.
+
+Units: ``bandwidth_gbps`` is the network line rate in Gbit/s (as AWS states it);
+``busbw_gbps_min`` is NCCL bus bandwidth in GB/s (gigabytes, as nccl-tests prints it).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+HARDWARE_FILE = DATA_DIR / "hardware.yaml"
+
+Architecture = Literal["sm_80", "sm_86", "sm_89", "sm_90", "sm_100"]
+Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuSpec(_Data):
+    model: str = Field(description="Marketing name as AWS reports it: A100, A10G, H100, H200, B200")
+    count: int = Field(ge=1)
+    memory_mib: int = Field(ge=1, description="Per GPU, as DescribeInstanceTypes reports it")
+    architecture: Architecture
+    nvlink_links_per_gpu: int = Field(ge=0, description="NVLink links expected up per GPU; 0 if none")
+    nvswitch: bool = Field(description="NVSwitch baseboard: fabric manager must run, same version as driver")
+    peak_bf16_tflops: float = Field(gt=0, description="Dense bf16 tensor peak per GPU")
+    source: list[str] = Field(min_length=1)
+
+    @property
+    def memory_gib(self) -> float:
+        return round(self.memory_mib / 1024, 2)
+
+
+class NetworkSpec(_Data):
+    bandwidth_gbps: float = Field(gt=0, description="Line rate, Gbit/s (peak for 'up to' types)")
+    efa_interfaces: int = Field(ge=0, description="Maximum EFA interfaces")
+    network_cards: int = Field(ge=1)
+    enis_max: int = Field(ge=1, description="Maximum network interfaces over all cards")
+    source: list[str] = Field(min_length=1)
+
+
+class NcclThreshold(_Data):
+    """A floor for one collective, valid only at the stated message size and node count."""
+
+    collective: Collective
+    nodes: int = Field(ge=1)
+    message_bytes: int = Field(ge=1)
+    busbw_gbps_min: float = Field(gt=0, description="GB/s, nccl-tests busbw (in-place and out-of-place)")
+    source: list[str] = Field(min_length=1)
+    note: str = ""
+
+    @property
+    def key(self) -> str:
+        return Thresholds.threshold_key("nccl", self.collective, self.nodes)
+
+
+class Thresholds(_Data):
+    nccl: list[NcclThreshold] = Field(default_factory=list)
+    matmul_tflops_min: float | None = Field(
+        None, gt=0, description="bf16 dense, per GPU, large square matmul"
+    )
+    cpu_matmul_gflops_min: float | None = Field(
+        None, gt=0, description="fp32 GFLOP/s floor for the CPU path (container nodes, no GPU)"
+    )
+    source: list[str] = Field(default_factory=list, description="Sources for the matmul floors")
+    note: str = ""
+
+    @staticmethod
+    def threshold_key(kind: str, collective: str = "", nodes: int = 0) -> str:
+        """The key a spec's ``certification.profiles.*.thresholds`` uses to override a floor.
+
+        ``threshold_key("nccl", "all_reduce", 2)`` -> ``nccl.all_reduce.2node.busbw_gbps``;
+        ``threshold_key("matmul")`` -> ``matmul.tflops_min``;
+        ``threshold_key("cpu_matmul")`` -> ``matmul.cpu_gflops_min``.
+        """
+        if kind == "nccl":
+            return f"nccl.{collective}.{nodes}node.busbw_gbps"
+        if kind == "matmul":
+            return "matmul.tflops_min"
+        if kind == "cpu_matmul":
+            return "matmul.cpu_gflops_min"
+        raise ValueError(f"unknown threshold kind {kind!r}")
+
+    def values(self) -> dict[str, float]:
+        """Every floor of this type by override key."""
+        out = {t.key: t.busbw_gbps_min for t in self.nccl}
+        if self.matmul_tflops_min is not None:
+            out[self.threshold_key("matmul")] = self.matmul_tflops_min
+        if self.cpu_matmul_gflops_min is not None:
+            out[self.threshold_key("cpu_matmul")] = self.cpu_matmul_gflops_min
+        return out
+
+    def with_overrides(self, overrides: dict[str, float]) -> dict[str, float]:
+        """Catalogue floors with a profile's overrides applied (unknown keys are the checks' job)."""
+        merged = self.values()
+        merged.update({k: v for k, v in overrides.items() if k in merged})
+        return merged
+
+
+class InstanceType(_Data):
+    name: str
+    provider: Literal["aws", "local"]
+    vcpus: int = Field(ge=1)
+    memory_mib: int = Field(ge=1)
+    container: bool = Field(False, description="The `local` container node: no GPU, no EFA")
+    gpu: GpuSpec | None = None
+    network: NetworkSpec
+    thresholds: Thresholds = Thresholds()
+    source: list[str] = Field(min_length=1, description="Sources for vcpus and memory")
+    note: str = ""
+
+    @property
+    def memory_gib(self) -> float:
+        return round(self.memory_mib / 1024, 2)
+
+    @property
+    def has_efa(self) -> bool:
+        return self.network.efa_interfaces > 0
+
+    @property
+    def gpu_count(self) -> int:
+        return self.gpu.count if self.gpu else 0
+
+
+class HardwareCatalog(_Data):
+    sources: dict[str, str] = Field(description="Source id -> citation (URL and what it shows)")
+    instance_types: dict[str, InstanceType]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names(cls, data: dict) -> dict:
+        # The YAML keys are the names; copy them in so each InstanceType knows its own.
+        types = data.get("instance_types", {}) if isinstance(data, dict) else {}
+        for name, body in types.items():
+            if isinstance(body, dict):
+                body.setdefault("name", name)
+        return data
+
+    @model_validator(mode="after")
+    def _sources_declared(self) -> HardwareCatalog:
+        for it in self.instance_types.values():
+            for ref in _source_refs(it):
+                if ref not in self.sources:
+                    raise ValueError(f"{it.name}: source id {ref!r} is not declared under 'sources'")
+        return self
+
+    def get(self, name: str) -> InstanceType | None:
+        return self.instance_types.get(name)
+
+    def __getitem__(self, name: str) -> InstanceType:
+        return self.instance_types[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.instance_types
+
+    def names(self, provider: str | None = None) -> list[str]:
+        return sorted(
+            n for n, it in self.instance_types.items() if provider is None or it.provider == provider
+        )
+
+
+def _source_refs(it: InstanceType) -> list[str]:
+    refs = list(it.source) + list(it.network.source) + list(it.thresholds.source)
+    if it.gpu:
+        refs += it.gpu.source
+    for t in it.thresholds.nccl:
+        refs += t.source
+    return refs
+
+
+def read_hardware(path: Path) -> HardwareCatalog:
+    """Parse one catalogue file (tests use this on altered copies)."""
+    return HardwareCatalog.model_validate(yaml.safe_load(path.read_text()))
+
+
+@cache
+def load_hardware() -> HardwareCatalog:
+    """The packaged hardware catalogue, parsed once per process."""
+    return read_hardware(HARDWARE_FILE)
