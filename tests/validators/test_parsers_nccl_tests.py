@@ -1,0 +1,222 @@
+"""nccl-tests parser on captured outputs (tests/data/nccl-tests, sources in SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from validators.parsers.nccl_tests import parse_nccl_tests
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+CAPTURES = sorted(DATA.glob("*.txt"))
+
+
+def parse(name: str) -> dict:
+    return parse_nccl_tests((DATA / name).read_text())
+
+
+def row_of(result: dict, size: int) -> dict:
+    return next(row for row in result["rows"] if row["size"] == size)
+
+
+def test_every_capture_is_listed_in_sources() -> None:
+    sources = (DATA / "SOURCES.md").read_text()
+    assert CAPTURES, "no captures found"
+    for path in CAPTURES:
+        assert f"`{path.name}`" in sources, f"{path.name} has no source note in SOURCES.md"
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_properties_hold_on_every_capture(path: Path) -> None:
+    result = parse_nccl_tests(path.read_text())
+    json.dumps(result)  # JSON-serialisable
+    for key in ("collective", "ranks", "rows", "out_of_bounds", "avg_busbw", "complete", "ok", "errors"):
+        assert key in result
+    sizes = [row["size"] for row in result["rows"]]
+    assert sizes == sorted(sizes), "rows must come out in the printed (ascending) order"
+    for row in result["rows"]:
+        for side in ("out_of_place", "in_place"):
+            part = row[side]
+            assert set(part) >= {"time_us", "algbw", "busbw", "wrong", "error"}
+            assert part["time_us"] is not None and part["time_us"] >= 0
+            assert part["busbw"] is not None and part["algbw"] is not None
+            # exactly one of the two checking styles per release (or neither with N/A)
+            assert part["wrong"] is None or part["error"] is None
+    if result["ok"]:
+        assert result["complete"] and result["out_of_bounds"] == 0 and not result["errors"]
+
+
+def test_wrong_values_and_failed_footer() -> None:
+    result = parse("wrong_values_failed.txt")
+    assert result["ranks"] == 2
+    assert len(result["rows"]) == 27
+    assert result["out_of_bounds"] == 108
+    assert result["avg_busbw"] == pytest.approx(3.02663)
+    assert result["complete"] is True
+    assert result["ok"] is False
+    first = row_of(result, 8)
+    assert first["out_of_place"]["wrong"] == 4 and first["in_place"]["wrong"] == 4
+    # %g e-notation in the #wrong column
+    row = row_of(result, 2097152)
+    assert row["out_of_place"]["wrong"] == 1048580
+    assert row["out_of_place"]["busbw"] == pytest.approx(6.73)
+    assert row_of(result, 536870912)["in_place"]["time_us"] == pytest.approx(73092)
+
+
+def test_old_error_column_with_interleaved_nccl_info() -> None:
+    result = parse("old_error_column_nccl_info.txt")
+    assert result["ranks"] == 4
+    assert len(result["rows"]) == 7
+    row = row_of(result, 1073741824)
+    assert row["redop"] == "sum" and row["root"] is None
+    assert row["out_of_place"] == {
+        "time_us": 631353.0,
+        "algbw": 1.70,
+        "busbw": 2.55,
+        "wrong": None,
+        "error": 2e-07,
+    }
+    assert result["out_of_bounds"] == 0 and result["ok"] is True
+    assert result["avg_busbw"] == pytest.approx(2.54225)
+
+
+def test_old_all_gather_without_redop_or_root_fails_on_out_of_bounds() -> None:
+    result = parse("old_no_root_no_redop_failed.txt")
+    assert result["collective"] == "all_gather"
+    assert result["ranks"] == 12
+    assert len(result["rows"]) == 31
+    last = row_of(result, 8589934560)
+    assert last["redop"] is None and last["root"] is None
+    assert last["out_of_place"]["error"] == 1.0
+    assert last["in_place"]["busbw"] == pytest.approx(112.34)
+    assert result["out_of_bounds"] == 4
+    assert result["complete"] is True and result["ok"] is False
+
+
+def test_old_broadcast_has_root_but_no_redop() -> None:
+    result = parse("old_broadcast_root_no_redop.txt")
+    assert result["collective"] == "broadcast"
+    row = row_of(result, 1073741824)
+    assert row["root"] == 0 and row["redop"] is None
+    assert row["out_of_place"]["busbw"] == pytest.approx(121.24)
+    assert result["ok"] is True
+
+
+def test_srun_prefixed_table_without_footer() -> None:
+    result = parse("srun_prefixed_p5_2node.txt")
+    assert len(result["rows"]) == 32
+    row = row_of(result, 17179869184)
+    assert row["out_of_place"]["busbw"] == pytest.approx(487.09)
+    assert row["in_place"]["busbw"] == pytest.approx(487.26)
+    assert row_of(result, 1073741824)["in_place"]["busbw"] == pytest.approx(440.96)
+    assert result["complete"] is False and result["ok"] is False
+
+
+def test_mpirun_tagged_output_with_elision() -> None:
+    result = parse("mpirun_prefixed_eks_p5.txt")
+    assert [row["size"] for row in result["rows"]][:2] == [0, 67108864]
+    assert row_of(result, 2147483648)["in_place"]["busbw"] == pytest.approx(437.89)
+    assert result["out_of_bounds"] == 0
+    assert result["avg_busbw"] == pytest.approx(52.9753)
+    assert result["complete"] is True and result["ok"] is True
+
+
+def test_not_available_wrong_column() -> None:
+    result = parse("na_wrong_alltoall_rtx5090.txt")
+    assert result["collective"] == "alltoall"
+    (row,) = result["rows"]
+    assert row["redop"] == "none" and row["root"] == -1
+    assert row["out_of_place"]["wrong"] == 0
+    assert row["in_place"]["wrong"] is None and row["in_place"]["error"] is None
+    assert row["in_place"]["algbw"] == pytest.approx(43046.10)
+    assert result["avg_busbw"] == 0.0
+
+
+def test_crash_mid_table() -> None:
+    result = parse("crashed_midtable_cuda_error.txt")
+    assert len(result["rows"]) == 5
+    assert row_of(result, 17179869184)["out_of_place"]["busbw"] == pytest.approx(367.29)
+    assert result["complete"] is False and result["ok"] is False
+    assert result["out_of_bounds"] is None and result["avg_busbw"] is None
+    assert len(result["errors"]) == 8
+    assert result["errors"][0].startswith("HCA-128: Test NCCL failure common.cu:1204")
+
+
+def test_new_header_names_collective_and_version() -> None:
+    result = parse("new_header_crash_h200.txt")
+    assert result["collective"] == "all_reduce"
+    assert result["version"] == "2.19.7"
+    assert result["ranks"] == 4
+    assert result["devices"][3]["name"] == "NVIDIA H200"
+    assert result["rows"] == [] and result["complete"] is False
+    assert "an illegal memory access was encountered" in result["errors"][0]
+    assert len(result["errors"]) == 7
+
+
+def test_oldest_nccl1_header_and_failure() -> None:
+    result = parse("nccl1_oldest_format_failure.txt")
+    assert result["collective"] == "all_reduce"
+    assert result["ranks"] == 8
+    assert result["errors"] == ["NCCL failure all_reduce.cu:95 'unhandled cuda error'"]
+    assert result["ok"] is False
+
+
+# ---- edge handling (inputs built here, not captures) ----
+
+
+def test_truncated_capture_is_incomplete() -> None:
+    """Derived: the first 15 lines of a real capture, as a run killed mid-table would leave it."""
+    lines = (DATA / "old_error_column_nccl_info.txt").read_text().splitlines()[:15]
+    result = parse_nccl_tests("\n".join(lines))
+    assert len(result["rows"]) == 3
+    assert result["complete"] is False and result["ok"] is False
+
+
+def test_rows_without_header_are_guessed_by_column_count() -> None:
+    text = (
+        "    33554432       8388608     float     sum    19902    1.69    2.53  2e-07    19898    1.69    2.53  2e-07\n"
+        "           8             2     float     sum      -1    21.33    0.00    0.00      4    20.55    0.00    0.00      4\n"
+    )
+    rows = parse_nccl_tests(text)["rows"]
+    assert rows[0]["root"] is None and rows[0]["out_of_place"]["error"] == 2e-07
+    assert rows[1]["root"] == -1 and rows[1]["out_of_place"]["wrong"] == 4
+
+
+def test_json_output_of_dash_j() -> None:
+    """Shape written by -J (nccl-tests src/util.cu, JSON_FILE_VERSION 3)."""
+    doc = {
+        "version": 3,
+        "start_time": "2025-01-01 00:00:00",
+        "args": ["./build/all_reduce_perf", "-J", "x.json"],
+        "env": [],
+        "nccl_version": 22703,
+        "config": {"nthreads": 1, "ngpus": 8, "devices": [{"rank": i} for i in range(8)]},
+        "results": [
+            {
+                "size": 1073741824,
+                "count": 268435456,
+                "type": "float",
+                "redop": "sum",
+                "root": "    -1",
+                "out_of_place": {"time": 4523.6, "alg_bw": 237.36, "bus_bw": 356.04, "nwrong": 0.0},
+                "in_place": {"time": 4539.8, "alg_bw": 236.51, "bus_bw": 354.77, "nwrong": 2.0},
+                "actual_iterations": 20,
+                "experiment_name": "x",
+            }
+        ],
+        "out_of_bounds": {"count": 1, "okay": "false"},
+        "average_bus_bandwidth": {"bandwidth": 355.4, "okay": "unchecked"},
+        "errors": [],
+    }
+    result = parse_nccl_tests(json.dumps(doc))
+    assert result["collective"] == "all_reduce" and result["ranks"] == 8
+    row = result["rows"][0]
+    assert row["root"] == -1 and row["in_place"]["wrong"] == 2 and row["out_of_place"]["busbw"] == 356.04
+    assert result["out_of_bounds"] == 1 and result["complete"] is True and result["ok"] is False
+
+
+def test_empty_input() -> None:
+    result = parse_nccl_tests("")
+    assert result["rows"] == [] and result["complete"] is False and result["ok"] is False

@@ -1,0 +1,290 @@
+"""Parse the stdout of an nccl-tests binary (all_reduce_perf, all_gather_perf, ...) or its `-J` JSON file.
+
+Formats read (NVIDIA/nccl-tests src/common.cu and src/util.cu across releases):
+- 2017-18 (NCCL 1.x):  `bytes N type op time algbw busbw res ...` (float `res` column)
+- 2019-21:             `size count type redop [root] time algbw busbw error ...` (float `error` column;
+                       all_gather/all_to_all print neither redop nor root, broadcast prints root only)
+- 2022+:               `size count type redop root time algbw busbw #wrong ...` (integer count, `N/A` with
+                       `-c 0`, printed with %g so large counts come out as `1.04858e+06`)
+- 2.16+:               `# nccl-tests version ...`, `# Collective test starting: X_perf` and, in 2.17+,
+                       `# Collective test concluded: X_perf`; optional `#bitdiff`, per-iteration and timestamp
+                       columns, which are read by name from the header line and otherwise ignored.
+Lines may carry srun (`0: `) or mpirun (`[1,0]<stdout>:`) tags, and NCCL INFO/WARN lines may be
+interleaved anywhere, including between table rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Optional
+
+from validators.parsers._common import strip_launcher_prefix, to_float, to_int
+
+_BINARY = re.compile(r"\b((?:[a-z]+_)*[a-z]+)_perf(?:_mpi)?\b")
+_STARTING = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
+_VERSION = re.compile(r"^#\s*nccl-tests version (\S+)")
+_HEADER_PARAMS = re.compile(r"nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)")
+# "#  Rank  0 Group  0 Pid 123 on host device  0 [0x31] NAME" ; oldest releases lack Group and/or Pid.
+_RANK_LINE = re.compile(
+    r"^#\s+Rank\s+(\d+)(?:\s+Group\s+\d+)?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$"
+)
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_BITWISE = re.compile(r"^#\s*Bitwise mismatches\s*:\s*(\d+)")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+# #wrong is an integer printed with %g ("16384", "1.04858e+06") or N/A; the old error column is %.0e ("2e-07").
+_WRONG_TOKEN = re.compile(r"^(?:\d+|N/A|\d\.\d+e\+\d+)$")
+_ERROR_LINE = re.compile(
+    r"NCCL WARN|Test (?:NCCL |CUDA )?failure|NCCL failure|Test timeout|^# error:|Bitwise mismatch \("
+)
+
+# Header names of the leading columns, per release, mapped onto our field names.
+_LEAD_NAMES = {
+    "size": "size",
+    "bytes": "size",
+    "count": "count",
+    "n": "count",
+    "type": "type",
+    "redop": "redop",
+    "op": "redop",
+    "root": "root",
+}
+_TIME_NAMES = ("time", "cputime")
+_CHECK_NAMES = {"#wrong": "wrong", "error": "error", "res": "error"}
+
+
+def _side(tokens: List[str], cols: Dict[str, int]) -> Dict[str, Any]:
+    side: Dict[str, Any] = {
+        "time_us": to_float(tokens[cols["time"]]),
+        "algbw": to_float(tokens[cols["algbw"]]),
+        "busbw": to_float(tokens[cols["busbw"]]),
+        "wrong": None,
+        "error": None,
+    }
+    if "wrong" in cols:
+        side["wrong"] = to_int(tokens[cols["wrong"]])  # "N/A" (-c 0) -> None
+    elif "error" in cols:
+        side["error"] = to_float(tokens[cols["error"]])
+    return side
+
+
+class _Layout:
+    """Column positions of one table, from its header line or guessed from a row."""
+
+    def __init__(self, lead: Dict[str, int], sides: List[Dict[str, int]]) -> None:
+        self.lead = lead
+        self.sides = sides
+        self.width = 1 + max([*lead.values(), *(i for s in sides for i in s.values())])
+
+    @classmethod
+    def from_header(cls, names: List[str]) -> Optional[_Layout]:
+        lead: Dict[str, int] = {}
+        sides: List[Dict[str, int]] = []
+        for index, raw in enumerate(names):
+            name = raw.lower()
+            if name in _TIME_NAMES:
+                sides.append({"time": index})
+            elif not sides and name in _LEAD_NAMES:
+                lead[_LEAD_NAMES[name]] = index
+            elif sides and name in ("algbw", "busbw"):
+                sides[-1].setdefault(name, index)
+            elif sides and name in _CHECK_NAMES:
+                sides[-1].setdefault(_CHECK_NAMES[name], index)
+        if "size" not in lead or len(sides) != 2 or any(len(s) < 3 for s in sides):
+            return None
+        return cls(lead, sides)
+
+    @classmethod
+    def guess(cls, tokens: List[str]) -> Optional[_Layout]:
+        """Layout for a row seen without a header (e.g. a log trimmed to its table rows)."""
+        lead = {"size": 0, "count": 1, "type": 2}
+        pos = 3
+        if len(tokens) > pos and to_float(tokens[pos]) is None:
+            lead["redop"] = pos
+            pos += 1
+        if len(tokens) >= pos + 9:  # root present when the remaining columns are 2 x 4 plus one
+            lead["root"] = pos
+            pos += 1
+        if len(tokens) < pos + 8:
+            return None
+        check = "wrong" if _WRONG_TOKEN.match(tokens[pos + 3]) else "error"
+        sides = [{"time": p, "algbw": p + 1, "busbw": p + 2, check: p + 3} for p in (pos, pos + 4)]
+        return cls(lead, sides)
+
+    def row(self, tokens: List[str]) -> Optional[Dict[str, Any]]:
+        if len(tokens) < self.width or to_int(tokens[0]) is None:
+            return None
+        lead = self.lead
+        root: Optional[int] = None
+        if "root" in lead:
+            root = to_int(tokens[lead["root"]])  # "none"/"-1" print as -1 or text: text -> None
+        return {
+            "size": to_int(tokens[lead["size"]]),
+            "count": to_int(tokens[lead["count"]]) if "count" in lead else None,
+            "type": tokens[lead["type"]] if "type" in lead else None,
+            "redop": tokens[lead["redop"]] if "redop" in lead else None,
+            "root": root,
+            "out_of_place": _side(tokens, self.sides[0]),
+            "in_place": _side(tokens, self.sides[1]),
+        }
+
+
+def _collective_from(binary: Optional[str]) -> Optional[str]:
+    if not binary:
+        return None
+    match = _BINARY.search(binary)
+    return match.group(1) if match else None
+
+
+def _finish(result: Dict[str, Any]) -> Dict[str, Any]:
+    rows = result["rows"]
+    any_wrong = any((row[side]["wrong"] or 0) > 0 for row in rows for side in ("out_of_place", "in_place"))
+    result["ok"] = bool(
+        result["complete"]
+        and rows
+        and not any_wrong
+        and result["out_of_bounds"] == 0
+        and not result.get("bitwise_mismatches")
+        and result.get("avg_busbw_check") != "FAILED"
+    )
+    return result
+
+
+def _parse_json(doc: Dict[str, Any]) -> Dict[str, Any]:
+    """The `-J FILE` document (JSON_FILE_VERSION 3, src/util.cu)."""
+    rows = []
+    for rec in doc.get("results") or []:
+        row: Dict[str, Any] = {
+            "size": rec.get("size"),
+            "count": rec.get("count"),
+            "type": rec.get("type"),
+            "redop": rec.get("redop"),
+            "root": to_int(str(rec.get("root", "")).strip()),
+        }
+        for key in ("out_of_place", "in_place"):
+            part = rec.get(key) or {}
+            wrong = part.get("nwrong")
+            row[key] = {
+                "time_us": part.get("time", part.get("cpu_time")),
+                "algbw": part.get("alg_bw"),
+                "busbw": part.get("bus_bw"),
+                "wrong": None if wrong is None else int(wrong),
+                "error": None,
+            }
+        rows.append(row)
+    args = doc.get("args") or []
+    config = doc.get("config") or {}
+    oob = doc.get("out_of_bounds") or {}
+    avg = doc.get("average_bus_bandwidth") or {}
+    result: Dict[str, Any] = {
+        "format": "json",
+        "version": doc.get("version"),
+        "collective": _collective_from(args[0] if args else None),
+        "ranks": len(config.get("devices") or []) or None,
+        "rows": rows,
+        "out_of_bounds": oob.get("count"),
+        "avg_busbw": to_float(str(avg.get("bandwidth"))) if "bandwidth" in avg else None,
+        "complete": "out_of_bounds" in doc,
+        "errors": [e for e in doc.get("errors") or [] if e],
+    }
+    if "bitwise_mismatches" in doc:
+        result["bitwise_mismatches"] = (doc["bitwise_mismatches"] or {}).get("count")
+    return _finish(result)
+
+
+def parse_nccl_tests(text: str) -> Dict[str, Any]:
+    """Parse one nccl-tests run (text stdout, or the JSON written by -J). See the package docstring."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            return _parse_json(json.loads(stripped))
+        except ValueError:
+            pass  # not JSON after all: read it as text
+    binary: Optional[str] = None
+    version: Optional[str] = None
+    header_ranks: Optional[int] = None
+    ranks_seen: Dict[int, Dict[str, Any]] = {}
+    layout: Optional[_Layout] = None
+    rows: List[Dict[str, Any]] = []
+    errors: List[str] = []
+    out_of_bounds: Optional[int] = None
+    bitwise: Optional[int] = None
+    avg: Optional[float] = None
+    avg_check: Optional[str] = None
+    for raw in text.splitlines():
+        line = strip_launcher_prefix(raw).rstrip()
+        body = line.strip()
+        if not body:
+            continue
+        if _ERROR_LINE.search(body):
+            errors.append(body)
+            continue
+        if body.startswith("#"):
+            match = _STARTING.match(body)
+            if match:
+                binary = binary or match.group(1)
+                continue
+            match = _VERSION.match(body)
+            if match:
+                version = match.group(1)
+                continue
+            match = _RANK_LINE.match(body)
+            if match:
+                ranks_seen[int(match.group(1))] = {
+                    "rank": int(match.group(1)),
+                    "pid": to_int(match.group(2)),
+                    "host": match.group(3),
+                    "device": int(match.group(4)),
+                    "bus": match.group(5),
+                    "name": match.group(6).strip(),
+                }
+                continue
+            match = _OOB.match(body)
+            if match:
+                out_of_bounds = int(match.group(1))
+                continue
+            match = _BITWISE.match(body)
+            if match:
+                bitwise = int(match.group(1))
+                continue
+            match = _AVG.match(body)
+            if match:
+                avg, avg_check = to_float(match.group(1)), match.group(2)
+                continue
+            names = body.lstrip("#").split()
+            if names and names[0].lower() in ("size", "bytes"):
+                layout = _Layout.from_header(names) or layout
+            continue
+        params = _HEADER_PARAMS.search(body)
+        if params and header_ranks is None and "minBytes" in body:
+            header_ranks = int(params.group(1)) * int(params.group(2))
+        if binary is None and "_perf" in body and not body[:1].isdigit():
+            match = _BINARY.search(body)  # a command line echoed before the run
+            binary = match.group(0) if match else None
+        tokens = body.split()
+        if to_int(tokens[0]) is None or not tokens[0].lstrip("-").isdigit():
+            continue  # NCCL INFO lines, launcher chatter, "..." elisions
+        row_layout = layout or _Layout.guess(tokens)
+        row = row_layout.row(tokens) if row_layout else None
+        if row is not None:
+            rows.append(row)
+    if header_ranks is None:
+        params = _HEADER_PARAMS.search(text)
+        header_ranks = int(params.group(1)) * int(params.group(2)) if params else None
+    result: Dict[str, Any] = {
+        "format": "text",
+        "version": version,
+        "binary": binary,
+        "collective": _collective_from(binary),
+        "ranks": (max(ranks_seen) + 1) if ranks_seen else header_ranks,
+        "devices": [ranks_seen[k] for k in sorted(ranks_seen)],
+        "rows": rows,
+        "out_of_bounds": out_of_bounds,
+        "avg_busbw": avg,
+        "avg_busbw_check": avg_check,
+        "complete": out_of_bounds is not None and avg is not None,
+        "errors": errors,
+    }
+    if bitwise is not None:
+        result["bitwise_mismatches"] = bitwise
+    return _finish(result)
