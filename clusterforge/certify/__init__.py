@@ -1,0 +1,1 @@
+"""Certification from the workstation: NODE.json rendering, Slurm admission, report collection."""
