@@ -1,0 +1,253 @@
+"""Containers as nodes: the stack's network, volumes and one systemd container per node.
+
+Everything the provider creates carries the label ``clusterforge.stack=<stack>``; ``destroy``
+removes by that label, so it takes exactly this stack's containers, network and volumes and
+never anything of another stack or of the user. The one thing shared between stacks is the apt
+archive cache volume (label ``clusterforge.cache=apt``), which ``destroy`` keeps on purpose.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
+from clusterforge.providers.local.engine import Engine, EngineError
+from clusterforge.spec.models import ClusterSpec
+
+LABEL_STACK = "clusterforge.stack"
+LABEL_NODE = "clusterforge.node"
+LABEL_POOL = "clusterforge.pool"
+LABEL_ROLE = "clusterforge.role"
+LABEL_TYPE = "clusterforge.instance_type"
+LABEL_CACHE = "clusterforge.cache"
+
+APT_CACHE_VOLUME = "clusterforge-apt-cache"
+APT_CACHE_PATH = "/var/cache/apt/archives"
+BOOT_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class NodeDef:
+    """A node the spec asks for, with the engine names derived from it."""
+
+    name: str
+    pool: str
+    role: str
+    instance_type: str
+    container: str
+
+
+def network_name(stack: str) -> str:
+    return f"clusterforge-{stack}"
+
+
+def shared_volume_name(spec: ClusterSpec) -> str | None:
+    shared = spec.storage.shared_volume
+    return f"clusterforge-{spec.stack}-{shared.name}" if shared else None
+
+
+def node_defs(spec: ClusterSpec) -> list[NodeDef]:
+    return [
+        NodeDef(name, pool.name, pool.role, pool.instance_type, f"{spec.stack}-{name}")
+        for pool in spec.node_pools
+        for name in spec.node_names(pool)
+    ]
+
+
+def connection_vars(engine: Engine, container: str) -> dict[str, str]:
+    """Ansible reaches a container through the engine's connection plugin: no sshd needed."""
+    if engine.name == "podman":
+        return {
+            "ansible_connection": "containers.podman.podman",
+            "ansible_host": container,
+            "ansible_podman_executable": engine.binary,
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
+    return {
+        "ansible_connection": "community.docker.docker",
+        "ansible_host": container,
+        "ansible_python_interpreter": "/usr/bin/python3",
+    }
+
+
+def run_argv(engine: Engine, spec: ClusterSpec, node: NodeDef, image: str, apt_cache: bool) -> list[str]:
+    """The ``<engine> run`` arguments for one node container."""
+    labels = {
+        LABEL_STACK: spec.stack,
+        LABEL_NODE: node.name,
+        LABEL_POOL: node.pool,
+        LABEL_ROLE: node.role,
+        LABEL_TYPE: node.instance_type,
+    }
+    argv = ["run", "-d", "--name", node.container, "--hostname", node.name]
+    argv += ["--network", network_name(spec.stack), "--network-alias", node.name]
+    for key, value in labels.items():
+        argv += ["--label", f"{key}={value}"]
+    # NET_ADMIN: the network checks and fault injection use tc inside the node's own namespace.
+    argv += ["--cap-add", "NET_ADMIN"]
+    if engine.name == "podman":
+        argv += ["--systemd=always"]
+    else:  # docker has no --systemd: the usual recipe for systemd as PID 1 (not tested here)
+        argv += ["--privileged", "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"]
+        argv += ["--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp", "-e", "container=docker"]
+    shared = shared_volume_name(spec)
+    if shared and spec.storage.shared_volume:
+        argv += ["-v", f"{shared}:{spec.storage.shared_volume.mount_point}"]
+    if apt_cache:
+        argv += ["-v", f"{APT_CACHE_VOLUME}:{APT_CACHE_PATH}"]
+    return [*argv, image, "/sbin/init"]
+
+
+def _inspect_by_node(engine: Engine, stack: str) -> dict[str, dict[str, Any]]:
+    ids = engine.container_ids({LABEL_STACK: stack})
+    found = {}
+    for info in engine.inspect_containers(ids):
+        labels = info.get("Config", {}).get("Labels") or {}
+        found[labels.get(LABEL_NODE, info.get("Name", "").lstrip("/"))] = info
+    return found
+
+
+def _state(info: dict[str, Any]) -> str:
+    return str(info.get("State", {}).get("Status", "unknown")).lower()
+
+
+def _address(info: dict[str, Any], network: str) -> str:
+    networks = info.get("NetworkSettings", {}).get("Networks") or {}
+    return str((networks.get(network) or {}).get("IPAddress", ""))
+
+
+def plan(engine: Engine, spec: ClusterSpec) -> list[PlannedNode]:
+    existing = _inspect_by_node(engine, spec.stack)
+    planned = []
+    for node in node_defs(spec):
+        info = existing.get(node.name)
+        action = "create" if info is None else ("keep" if _state(info) == "running" else "start")
+        planned.append(PlannedNode(node.name, node.pool, node.role, node.instance_type, action))  # type: ignore[arg-type]
+    return planned
+
+
+def ensure_network(engine: Engine, spec: ClusterSpec) -> None:
+    name = network_name(spec.stack)
+    if engine.run("network", "inspect", name, check=False).returncode == 0:
+        return
+    cidr = str(spec.provider.network_cidr) if spec.provider.kind == "local" else ""
+    engine.run("network", "create", "--subnet", cidr, "--label", f"{LABEL_STACK}={spec.stack}", name)
+
+
+def ensure_volumes(engine: Engine, spec: ClusterSpec, apt_cache: bool) -> None:
+    wanted: list[tuple[str, str]] = []
+    shared = shared_volume_name(spec)
+    if shared:
+        wanted.append((shared, f"{LABEL_STACK}={spec.stack}"))
+    if apt_cache:
+        wanted.append((APT_CACHE_VOLUME, f"{LABEL_CACHE}=apt"))
+    for name, label in wanted:
+        if engine.run("volume", "inspect", name, check=False).returncode != 0:
+            engine.run("volume", "create", "--label", label, name)
+
+
+def wait_booted(engine: Engine, container: str, timeout: float = BOOT_TIMEOUT_S) -> str:
+    """Wait for systemd in the container to finish booting; return "running" or "degraded"."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        # --wait blocks while systemd is "starting"; it fails at once before dbus is up.
+        proc = engine.run(
+            "exec", container, "systemctl", "is-system-running", "--wait", check=False, timeout=timeout
+        )
+        last = (proc.stdout.strip() or proc.stderr.strip()).splitlines()[-1:] or [""]
+        last = last[0]
+        if last in ("running", "degraded"):
+            return last
+        if last in ("maintenance", "stopping", "offline"):
+            break
+        time.sleep(0.5)
+    failed = engine.run(
+        "exec", container, "systemctl", "--failed", "--no-legend", "--plain", check=False
+    ).stdout
+    raise ProviderError(
+        f"node container {container}: systemd did not finish booting within {timeout:.0f} s "
+        f"(state {last or 'unknown'!r}); failed units: {failed.strip() or 'none'}; "
+        f"see `podman logs {container}`"
+    )
+
+
+def create(
+    engine: Engine, spec: ClusterSpec, image: str, progress: Progress, apt_cache: bool = True
+) -> list[Node]:
+    ensure_network(engine, spec)
+    ensure_volumes(engine, spec, apt_cache)
+    existing = _inspect_by_node(engine, spec.stack)
+    defs = node_defs(spec)
+    for node in defs:
+        info = existing.get(node.name)
+        if info is None:
+            progress(node.name, "creating container")
+            try:
+                engine.run(*run_argv(engine, spec, node, image, apt_cache))
+            except EngineError as exc:
+                if "already in use" in exc.stderr:
+                    raise ProviderError(
+                        f"container name {node.container} is taken by a container that is not part of stack "
+                        f"{spec.stack!r}: remove or rename it (`{engine.name} rm {node.container}`)"
+                    ) from exc
+                raise
+        elif _state(info) != "running":
+            progress(node.name, f"starting existing container ({_state(info)})")
+            engine.run("start", node.container)
+        else:
+            progress(node.name, "already running")
+
+    def boot(node: NodeDef) -> str:
+        state = wait_booted(engine, node.container)
+        progress(node.name, f"systemd {state}")
+        return state
+
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(defs)))) as pool:
+        list(pool.map(boot, defs))
+    return nodes(engine, spec)
+
+
+def nodes(engine: Engine, spec: ClusterSpec) -> list[Node]:
+    existing = _inspect_by_node(engine, spec.stack)
+    network = network_name(spec.stack)
+    out = []
+    for node in node_defs(spec):
+        info = existing.get(node.name)
+        if info is None:
+            continue
+        out.append(
+            Node(
+                name=node.name,
+                address=_address(info, network),
+                pool=node.pool,
+                role=node.role,
+                instance_type=node.instance_type,
+                connection=connection_vars(engine, node.container),
+                provider_id=str(info.get("Id", "")),
+                state=_state(info),
+            )
+        )
+    return out
+
+
+def destroy(engine: Engine, stack: str) -> DestroySummary:
+    """Remove the stack's containers, then its networks and volumes; all found by label."""
+    labels = {LABEL_STACK: stack}
+    summary = DestroySummary()
+    ids = engine.container_ids(labels)
+    if ids:
+        names = [str(i.get("Name", "")).lstrip("/") for i in engine.inspect_containers(ids)]
+        # -t 0: systemd nodes would otherwise take the full stop timeout each
+        engine.run("rm", "-f", "-t", "0", *ids) if engine.name == "podman" else engine.run("rm", "-f", *ids)
+        summary.containers = sorted(names)
+    for net in engine.network_names(labels):
+        engine.run("network", "rm", net)
+        summary.networks.append(net)
+    for vol in engine.volume_names(labels):
+        engine.run("volume", "rm", vol)
+        summary.volumes.append(vol)
+    return summary
