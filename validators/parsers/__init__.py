@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any, Callable, Dict
 
 from validators.parsers.nccl_tests import parse_nccl_tests
+from validators.parsers.nvidia_smi import parse_nvidia_smi
 
 PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "nccl-tests": parse_nccl_tests,
+    "nvidia-smi": parse_nvidia_smi,
 }
 
-__all__ = ["PARSERS", "parse_nccl_tests"]
+__all__ = ["PARSERS", "parse_nccl_tests", "parse_nvidia_smi"]
