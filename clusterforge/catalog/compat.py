@@ -130,6 +130,26 @@ class OsImageRule(_Data):
     source: list[str] = Field(min_length=1)
 
 
+class FsxDeployment(_Data):
+    capacity_gib: list[int] = Field(min_length=1, description="The first allowed sizes")
+    capacity_step_gib: int = Field(gt=0, description="Allowed sizes continue in this step after the last")
+    throughput_per_tib: list[int] = Field(description="Allowed PerUnitStorageThroughput; empty: not settable")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers_as_text(cls, value: object) -> object:
+        return value  # these are numbers, not versions
+
+    def capacity_ok(self, gib: int) -> bool:
+        last = self.capacity_gib[-1]
+        return gib in self.capacity_gib or (gib > last and (gib - last) % self.capacity_step_gib == 0)
+
+
+class FsxRules(_Data):
+    deployment_types: dict[str, FsxDeployment]
+    source: list[str] = Field(min_length=1)
+
+
 class CompatMatrix(_Data):
     sources: dict[str, str]
     cuda_releases: list[CudaRelease]
@@ -143,6 +163,7 @@ class CompatMatrix(_Data):
     slurm_families: dict[str, SlurmFamily]
     pyxis: PyxisRule
     os_images: OsImageRule
+    fsx_lustre: FsxRules
 
     @model_validator(mode="after")
     def _sources_declared(self) -> CompatMatrix:
@@ -154,7 +175,7 @@ class CompatMatrix(_Data):
     def source_refs(self) -> list[str]:
         items: list[_Data] = [*self.cuda_releases, *self.cuda_majors, *self.gpu_models.values()]
         items += [self.kernel_module, self.fabric_manager, *self.nccl_cuda, *self.instance_floors]
-        items += [*self.efa_env, *self.slurm_families.values(), self.pyxis, self.os_images]
+        items += [*self.efa_env, *self.slurm_families.values(), self.pyxis, self.os_images, self.fsx_lustre]
         return [ref for item in items for ref in getattr(item, "source", [])]
 
     # --- look-ups ---------------------------------------------------------------------------

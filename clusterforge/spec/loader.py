@@ -29,8 +29,9 @@ class Finding:
 
     def render(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
+        path = f" {self.path}:" if self.path else ""
         tag = "" if self.level == "error" else f"{self.level}: "
-        return f"{where}: {self.path}: {tag}{self.message} [{self.check_id}]"
+        return f"{where}:{path} {tag}{self.message} [{self.check_id}]"
 
 
 class SpecError(Exception):
@@ -105,6 +106,8 @@ def _schema_findings(exc: ValidationError, data: Any, file: str, lines: LineMap)
         else:
             value = err.get("input")
             msg = f"{err['msg']} (got {value!r})" if not isinstance(value, dict | list) else err["msg"]
+            if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+                msg += f'; YAML read it as a number: quote it, e.g. "{value}"'
             check = "schema-invalid-value"
         findings.append(Finding("error", check, path, msg, file, lines.line(path)))
     return findings
@@ -118,7 +121,11 @@ def _known_fields(loc: tuple[Any, ...], data: Any) -> list[str]:
         if isinstance(part, int):
             node = node[part] if isinstance(node, list) and part < len(node) else None
             continue
-        if part in ("aws", "local", "static") and model is not None and "kind" not in getattr(model, "model_fields", {}):
+        if (
+            part in ("aws", "local", "static")
+            and model is not None
+            and "kind" not in getattr(model, "model_fields", {})
+        ):
             from clusterforge.spec import models as m
 
             model = {"aws": m.AwsProvider, "local": m.LocalProvider, "static": m.StaticProvider}[part]
@@ -129,7 +136,9 @@ def _known_fields(loc: tuple[Any, ...], data: Any) -> list[str]:
         if model is None and isinstance(node, dict) and "kind" in node:
             from clusterforge.spec import models as m
 
-            model = {"aws": m.AwsProvider, "local": m.LocalProvider, "static": m.StaticProvider}.get(node["kind"])
+            model = {"aws": m.AwsProvider, "local": m.LocalProvider, "static": m.StaticProvider}.get(
+                node["kind"]
+            )
     return list(getattr(model, "model_fields", {})) if model else []
 
 
@@ -153,7 +162,9 @@ def read_yaml(path: Path) -> tuple[Any, LineMap]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise SpecError([Finding("error", "spec-file", "", f"cannot read spec: {exc.strerror}", file)]) from None
+        raise SpecError(
+            [Finding("error", "spec-file", "", f"cannot read spec: {exc.strerror}", file)]
+        ) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -161,7 +172,9 @@ def read_yaml(path: Path) -> tuple[Any, LineMap]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None
         problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError([Finding("error", "yaml-syntax", "", f"YAML syntax: {problem}", file, line)]) from None
+        raise SpecError(
+            [Finding("error", "yaml-syntax", "", f"YAML syntax: {problem}", file, line)]
+        ) from None
     lines: dict[str, int] = {}
     if node is not None:
         _index_lines(node, "", lines)
@@ -191,7 +204,15 @@ def stack_path(stack: str) -> Path:
         known = sorted(p.stem for p in STACKS_DIR.glob("*.yaml") if not p.stem.startswith("Pulumi"))
         hint = did_you_mean(stack, known)
         raise SpecError(
-            [Finding("error", "spec-file", "", f"no stack {stack!r}{hint}; known stacks: {', '.join(known)}", str(path))]
+            [
+                Finding(
+                    "error",
+                    "spec-file",
+                    "",
+                    f"no stack {stack!r}{hint}; known stacks: {', '.join(known)}",
+                    _display(path),
+                )
+            ]
         )
     return path
 

@@ -45,7 +45,9 @@ class AwsProvider(_Strict):
     connection: Literal["ssm", "ssh-bastion"] = Field(
         "ssm", description="How Ansible reaches the nodes: SSM Session Manager or SSH via a bastion"
     )
-    ami: str | None = Field(None, pattern=r"^ami-[0-9a-f]{8,17}$", description="Pin an AMI; else SSM public parameter")
+    ami: str | None = Field(
+        None, pattern=r"^ami-[0-9a-f]{8,17}$", description="Pin an AMI; else SSM public parameter"
+    )
     key_name: str | None = Field(None, description="EC2 key pair for ssh-bastion connections")
 
 
@@ -125,7 +127,9 @@ class FsxLustre(_Strict):
 
 
 class CheckpointBucket(_Strict):
-    name: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", description="Default: derived")
+    name: str | None = Field(
+        None, pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", description="Default: derived"
+    )
     noncurrent_version_expiry_days: int = Field(30, ge=1)
 
 

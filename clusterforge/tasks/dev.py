@@ -1,0 +1,74 @@
+"""Developer tasks: the test suite and the linters, exactly as CI runs them."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from invoke import Context, task
+from invoke.exceptions import Exit
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTEST_NO_TESTS = 5  # pytest's exit code when it collected nothing
+
+
+def _bin(name: str) -> str:
+    """A tool from the same venv as this Python, so `invoke` from .venv/bin uses .venv's tools."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else name
+
+
+@task(help={"path": "test path(s) to run instead of tests/ (space separated)"})
+def test(c: Context, path: str = "tests") -> None:
+    """Run pytest over tests/ with this venv's Python. Extra pytest arguments go after `--`,
+    e.g. `invoke test -- -k spec -x`. Exits with pytest's code; no tests collected is a failure."""
+    cmd = f"{shlex.quote(sys.executable)} -m pytest {path} {c.remainder}".strip()
+    result = c.run(cmd, warn=True, pty=False, env={"PYTHONDONTWRITEBYTECODE": "1"})
+    code = result.exited if result is not None else 1
+    if code == PYTEST_NO_TESTS:
+        raise Exit(f"pytest collected no tests from {path!r}: that is a failure", code=1)
+    if code != 0:
+        raise Exit(code=code)
+
+
+def _has_yaml(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.rglob("*.yml")) or any(folder.rglob("*.yaml"))
+
+
+def _ansible_targets() -> list[str]:
+    """roles/ when it holds a role (a folder with tasks/), playbooks/ when it holds playbooks."""
+    targets = []
+    roles = ROOT / "roles"
+    if roles.is_dir() and any((d / "tasks").is_dir() for d in roles.iterdir() if d.is_dir()):
+        targets.append("roles")
+    playbooks = ROOT / "playbooks"
+    if playbooks.is_dir() and any(playbooks.glob("*.yml")):
+        targets.append("playbooks")
+    return targets
+
+
+@task
+def lint(c: Context) -> None:
+    """ruff check, ruff format --check, yamllint (stacks/ roles/ playbooks/) and ansible-lint
+    --profile production (roles/ playbooks/, when they hold any). Runs every step, then fails
+    naming the ones that failed."""
+    steps: list[tuple[str, str]] = [
+        ("ruff check", f"{_bin('ruff')} check ."),
+        ("ruff format", f"{_bin('ruff')} format --check ."),
+    ]
+    yaml_dirs = [d for d in ("stacks", "roles", "playbooks") if (ROOT / d).is_dir() and _has_yaml(ROOT / d)]
+    if yaml_dirs:
+        steps.append(("yamllint", f"{_bin('yamllint')} --strict -c .yamllint {' '.join(yaml_dirs)}"))
+    ansible = _ansible_targets()
+    if ansible:
+        steps.append(("ansible-lint", f"{_bin('ansible-lint')} --profile production {' '.join(ansible)}"))
+    failed = []
+    with c.cd(str(ROOT)):
+        for name, cmd in steps:
+            print(f"==> {name}", flush=True)
+            result = c.run(cmd, warn=True, pty=False)
+            if result is None or result.exited != 0:
+                failed.append(name)
+    if failed:
+        raise Exit(f"lint failed: {', '.join(failed)}", code=1)

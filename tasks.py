@@ -1,0 +1,27 @@
+"""clusterforge's front door: `invoke --list` shows the tasks, `invoke --help TASK` explains one.
+
+Tasks stay thin: parse arguments, call `clusterforge`, print. Each part keeps its tasks in a
+module under clusterforge/tasks/ and adds them to the root Collection below, explicitly.
+"""
+
+from invoke import Collection
+
+from clusterforge.tasks import dev
+from clusterforge.tasks import spec as spec_tasks
+
+ns = Collection()
+
+# spec.check, spec.schema, spec.checks (foundation)
+ns.add_collection(Collection.from_module(spec_tasks, name="spec"))
+
+# test, lint (foundation)
+ns.add_task(dev.test)
+ns.add_task(dev.lint)
+
+# --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
+#   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
+#              ns.add_task(cluster.status); ns.add_task(cluster.certify)
+#   aws:       from clusterforge.tasks import aws; ns.add_task(aws.preview)
+# Add a task only once it works (no stubs). Errors: raise invoke.exceptions.Exit(message, code=1);
+# wrap bodies with clusterforge.tasks._cli.friendly so users never see a traceback unless
+# CLUSTERFORGE_DEBUG=1.
