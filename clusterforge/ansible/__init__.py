@@ -1,0 +1,1 @@
+"""Driving Ansible from the workstation through ansible-runner."""

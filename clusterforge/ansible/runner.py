@@ -1,0 +1,166 @@
+"""Run a playbook through ansible-runner: per-host progress, full log kept, failures extracted.
+
+Each run gets its own folder ``<runs_dir>/<timestamp>-<name>/`` used as ansible-runner's
+private data dir: the full text log is ``artifacts/<ident>/stdout`` and every event is kept in
+``artifacts/<ident>/job_events/``. After the run, known secret values (the munge key) are
+scrubbed from those files, so the run folder can be attached to a bug report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clusterforge.ansible.events import HostProgress, ProgressModel, TaskFailure, redact, secret_forms
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+OnUpdate = Callable[[HostProgress], None]
+
+
+@dataclass
+class PlaybookResult:
+    playbook: str
+    rc: int
+    status: str  # ansible-runner status: successful | failed | canceled | timeout | error
+    hosts: dict[str, HostProgress]
+    failures: dict[str, TaskFailure]
+    run_dir: Path
+    log: Path
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> int:
+        return sum(h.changed for h in self.hosts.values())
+
+    def host_ok(self, host: str) -> bool:
+        """The host ran the play to its end: no failed task, reachable, and (when stats exist) processed."""
+        if host in self.failures:
+            return False
+        if self.status in ("canceled", "timeout"):
+            return False
+        # No recap (ansible-playbook not found, crashed, interrupted): nothing is known to be done.
+        return host in self.stats.get("processed", {})
+
+
+def run_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def ansible_env(state_dir: Path) -> dict[str, str]:
+    """Environment for ansible-playbook: temp/home folders inside the stack's state, roles path."""
+    home = state_dir / "ansible"
+    # ansible-playbook lives next to the interpreter running us (the venv), which may not be on PATH.
+    bindir = str(Path(sys.executable).parent)
+    env = {
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+        "ANSIBLE_HOME": str(home),
+        "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+        "ANSIBLE_ROLES_PATH": str(REPO_ROOT / "roles"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_PIPELINING": "True",
+    }
+    # Keep a caller's explicit choices (tests set these to temp dirs).
+    for key in ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TMP", "ANSIBLE_COLLECTIONS_PATH"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    return env
+
+
+class PlaybookRun:
+    """One playbook run; ``cancel()`` may be called from another thread."""
+
+    def __init__(
+        self,
+        playbook: Path,
+        inventory: Path,
+        runs_dir: Path,
+        *,
+        limit: Iterable[str] | None = None,
+        extravars: dict[str, Any] | None = None,
+        secrets: Iterable[bytes] = (),
+        on_update: OnUpdate | None = None,
+        env: dict[str, str] | None = None,
+        tags: str | None = None,
+    ):
+        self.playbook = playbook
+        self.inventory = inventory
+        self.limit = sorted(limit) if limit is not None else None
+        self.extravars = extravars or {}
+        self.secrets = list(secrets)
+        self.on_update = on_update or (lambda _h: None)
+        self.env = {"PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+        self.env.update(env or {})
+        self.tags = tags
+        self.run_dir = runs_dir / f"{run_stamp()}-{playbook.stem}"
+        self._cancel = threading.Event()
+        self.model = ProgressModel(self.limit or (), self.secrets)
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def _event(self, event: dict[str, Any]) -> bool:
+        host = self.model.apply(event)
+        if host is not None:
+            self.on_update(self.model.hosts[host])
+        return True  # keep the event in job_events
+
+    def run(self) -> PlaybookResult:
+        import ansible_runner  # heavy import: only when a playbook really runs
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {
+            "private_data_dir": str(self.run_dir),
+            "playbook": str(self.playbook.resolve()),
+            "inventory": str(self.inventory.resolve()),
+            "ident": "run",
+            "quiet": True,
+            "envvars": self.env,
+            "extravars": self.extravars,
+            "event_handler": self._event,
+            "cancel_callback": self._cancel.is_set,
+            "project_dir": str(REPO_ROOT),
+        }
+        if self.limit is not None:
+            kwargs["limit"] = ",".join(self.limit)
+        if self.tags:
+            kwargs["tags"] = self.tags
+        result = ansible_runner.run(**kwargs)
+        artifacts = self.run_dir / "artifacts" / "run"
+        self._scrub(artifacts)
+        stats = result.stats or {}
+        return PlaybookResult(
+            playbook=self.playbook.name,
+            rc=int(result.rc if result.rc is not None else -1),
+            status=str(result.status),
+            hosts=self.model.hosts,
+            failures=self.model.failures,
+            run_dir=self.run_dir,
+            log=artifacts / "stdout",
+            stats={k: dict(v) for k, v in stats.items() if isinstance(v, dict)},
+        )
+
+    def _scrub(self, artifacts: Path) -> None:
+        forms = secret_forms(self.secrets)
+        if not forms or not artifacts.exists():
+            return
+        for path in artifacts.rglob("*"):
+            if not path.is_file():
+                continue
+            try:
+                text = path.read_text()
+            except (UnicodeDecodeError, OSError):
+                continue
+            clean = redact(text, forms)
+            if clean != text:
+                path.write_text(clean)
+        # ansible-runner also writes the extravars and env it was given: nothing secret goes there.
