@@ -51,7 +51,13 @@ TAGGABLE = frozenset(
     }
 )
 STACK_TAG = "clusterforge:stack"
-NODE_TAGS = ("clusterforge:stack", "clusterforge:pool", "clusterforge:node", "clusterforge:role", "clusterforge:certification")
+NODE_TAGS = (
+    "clusterforge:stack",
+    "clusterforge:pool",
+    "clusterforge:node",
+    "clusterforge:role",
+    "clusterforge:certification",
+)
 # Outbound to the whole internet is allowed only for these (package mirrors through a NAT gateway).
 INTERNET_EGRESS_PORTS = frozenset({80, 443})
 # FSx for Lustre encrypts at rest on every deployment type except SCRATCH_1.
@@ -108,7 +114,9 @@ def _efa_groups(lt: Resource) -> set[str]:
 
 
 def _is_efa(lt: Resource) -> bool:
-    return any(n.get("interfaceType") in ("efa", "efa-only") for n in lt.inputs.get("networkInterfaces") or [])
+    return any(
+        n.get("interfaceType") in ("efa", "efa-only") for n in lt.inputs.get("networkInterfaces") or []
+    )
 
 
 def _instance_lt(graph: Graph, instance: Resource) -> Resource | None:
@@ -133,13 +141,21 @@ def no_open_ingress(graph: Graph, ctx: PolicyContext) -> list[Violation]:
             continue
         elif ip_network(cidr).version != vpc.version or not ip_network(cidr).subnet_of(vpc):  # type: ignore[arg-type]
             out.append(
-                Violation("no-open-ingress", rule.name, f"ingress from {cidr} (ports {ports}): not an admin SSH rule")
+                Violation(
+                    "no-open-ingress",
+                    rule.name,
+                    f"ingress from {cidr} (ports {ports}): not an admin SSH rule",
+                )
             )
     for rule in graph.of(EGRESS):
         cidr = rule.inputs.get("cidrIpv4") or rule.inputs.get("cidrIpv6")
         if cidr in OPEN:
             port = rule.inputs.get("fromPort")
-            if rule.inputs.get("ipProtocol") != "tcp" or port != rule.inputs.get("toPort") or port not in INTERNET_EGRESS_PORTS:
+            if (
+                rule.inputs.get("ipProtocol") != "tcp"
+                or port != rule.inputs.get("toPort")
+                or port not in INTERNET_EGRESS_PORTS
+            ):
                 out.append(Violation("no-open-ingress", rule.name, f"egress to {cidr} beyond tcp 80/443"))
     return out
 
@@ -157,7 +173,9 @@ def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
         if not instances or None in groups or "" in groups:
             out.append(Violation("efa-placement-group", lt.name, "EFA instances outside a placement group"))
         elif len(groups) > 1:
-            out.append(Violation("efa-placement-group", lt.name, f"EFA instances split over {sorted(groups)}"))
+            out.append(
+                Violation("efa-placement-group", lt.name, f"EFA instances split over {sorted(groups)}")
+            )
         for sg in _efa_groups(lt):
             for direction in ("in", "out"):
                 if not any(
@@ -169,7 +187,9 @@ def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
                 ):
                     name = graph.by_id[sg].name if sg in graph.by_id else sg
                     out.append(
-                        Violation("efa-self-rules", name, f"no all-traffic {direction}bound rule referencing itself")
+                        Violation(
+                            "efa-self-rules", name, f"no all-traffic {direction}bound rule referencing itself"
+                        )
                     )
     return out
 
@@ -186,7 +206,9 @@ def imdsv2(graph: Graph, ctx: PolicyContext) -> list[Violation]:
             out.append(Violation("imdsv2", lt.name, "metadata_options.http_tokens is not 'required'"))
     for inst in graph.of(INSTANCE):
         if not (required(inst) or required(_instance_lt(graph, inst))):
-            out.append(Violation("imdsv2", inst.name, "neither the instance nor its launch template requires IMDSv2"))
+            out.append(
+                Violation("imdsv2", inst.name, "neither the instance nor its launch template requires IMDSv2")
+            )
     return out
 
 
@@ -210,8 +232,16 @@ def encryption(graph: Graph, ctx: PolicyContext) -> list[Violation]:
         if not _truthy(vol.inputs.get("encrypted")):
             out.append(Violation("encryption", vol.name, "EBS volume not encrypted"))
     for fs in graph.of(LUSTRE):
-        if fs.inputs.get("deploymentType", "SCRATCH_1") not in ENCRYPTED_LUSTRE_TYPES and not fs.inputs.get("kmsKeyId"):
-            out.append(Violation("encryption", fs.name, f"deployment type {fs.inputs.get('deploymentType')} is not encrypted at rest"))
+        if fs.inputs.get("deploymentType", "SCRATCH_1") not in ENCRYPTED_LUSTRE_TYPES and not fs.inputs.get(
+            "kmsKeyId"
+        ):
+            out.append(
+                Violation(
+                    "encryption",
+                    fs.name,
+                    f"deployment type {fs.inputs.get('deploymentType')} is not encrypted at rest",
+                )
+            )
     sse = {r.inputs.get("bucket"): r for r in graph.of(BUCKET_SSE)}
     for bucket in graph.of(BUCKET):
         config = sse.get(bucket.id)
@@ -263,7 +293,9 @@ POLICIES: dict[str, Policy] = {
 }
 
 
-def check(resources: Iterable[Resource], ctx: PolicyContext, only: Iterable[str] | None = None) -> list[Violation]:
+def check(
+    resources: Iterable[Resource], ctx: PolicyContext, only: Iterable[str] | None = None
+) -> list[Violation]:
     graph = Graph(list(resources))
     names = list(only) if only is not None else list(POLICIES)
     return [v for name in names for v in POLICIES[name](graph, ctx)]

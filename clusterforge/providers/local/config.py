@@ -72,3 +72,8 @@ def write_podman_config(directory: Path | None = None) -> dict[str, str]:
     _write_if_changed(containers_conf, CONTAINERS_CONF)
     _write_if_changed(storage_conf, STORAGE_CONF_ROOT if os.geteuid() == 0 else STORAGE_CONF_ROOTLESS)
     return {"CONTAINERS_CONF": str(containers_conf), "CONTAINERS_STORAGE_CONF": str(storage_conf)}
+
+
+# Where scripts/setup.d/25-collections.sh puts the Ansible collections (containers.podman, ...):
+# set ANSIBLE_COLLECTIONS_PATH to this for every Ansible run.
+COLLECTIONS_PATH = REPO_ROOT / ".clusterforge" / "collections"

@@ -27,6 +27,7 @@ LABEL_CACHE = "clusterforge.cache"
 APT_CACHE_VOLUME = "clusterforge-apt-cache"
 APT_CACHE_PATH = "/var/cache/apt/archives"
 BOOT_TIMEOUT_S = 180.0
+REMOTE_TMP = "/var/tmp/.ansible-tmp"
 
 
 @dataclass(frozen=True)
@@ -58,19 +59,24 @@ def node_defs(spec: ClusterSpec) -> list[NodeDef]:
 
 
 def connection_vars(engine: Engine, container: str) -> dict[str, str]:
-    """Ansible reaches a container through the engine's connection plugin: no sshd needed."""
+    """Ansible reaches a container through the engine's connection plugin: no sshd needed.
+
+    The podman plugin copies module files through ``podman mount`` (the container's overlay),
+    which cannot see the tmpfs that systemd mode mounts on /tmp: the remote temp folder must
+    be on the overlay, hence ``ansible_remote_tmp`` under /var/tmp (it outranks ANSIBLE_REMOTE_TMP).
+    """
+    common = {
+        "ansible_host": container,
+        "ansible_python_interpreter": "/usr/bin/python3",
+        "ansible_remote_tmp": REMOTE_TMP,
+    }
     if engine.name == "podman":
         return {
             "ansible_connection": "containers.podman.podman",
-            "ansible_host": container,
             "ansible_podman_executable": engine.binary,
-            "ansible_python_interpreter": "/usr/bin/python3",
+            **common,
         }
-    return {
-        "ansible_connection": "community.docker.docker",
-        "ansible_host": container,
-        "ansible_python_interpreter": "/usr/bin/python3",
-    }
+    return {"ansible_connection": "community.docker.docker", **common}
 
 
 def run_argv(engine: Engine, spec: ClusterSpec, node: NodeDef, image: str, apt_cache: bool) -> list[str]:
