@@ -1,0 +1,20 @@
+"""The Pulumi program: load the spec named by the stack, build the cluster, export its nodes.
+
+Thin on purpose: all resources are made by the components in ``components/``.
+"""
+
+import pulumi
+from components.cluster import build_cluster, export_cluster
+
+from clusterforge.spec.loader import load_spec, stack_path
+
+spec, _ = load_spec(stack_path(pulumi.get_stack()))
+region = pulumi.Config("aws").get("region")
+if region and region != spec.provider.region:
+    raise ValueError(
+        f"Pulumi.{spec.stack}.yaml: aws:region is {region!r} but stacks/{spec.stack}.yaml says provider.region "
+        f"{spec.provider.region!r}; make them equal"
+    )
+cluster = build_cluster(spec)
+for key, value in export_cluster(spec, cluster).items():
+    pulumi.export(key, value)

@@ -1,0 +1,228 @@
+"""Wire the components from one spec: network, storage, IAM, head node, one pool per GPU pool.
+
+``build_cluster`` is the whole program; ``__main__.py`` only loads the spec and exports what
+this returns. Everything a component needs arrives as typed values taken from the spec and the
+hardware catalogue here, so components never read configuration themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from clusterforge.catalog import load_hardware
+from clusterforge.spec.models import AwsProvider, ClusterSpec
+from clusterforge.spec.models import NodePool as PoolSpec
+from components.head_node import HeadNode, HeadNodeArgs
+from components.iam import NodeIam, NodeIamArgs
+from components.network import Network, NetworkArgs
+from components.node_pool import NodeOutputs, NodePool, NodePoolArgs, RootVolumeArgs
+from components.storage import BucketArgs, FsxArgs, Storage, StorageArgs
+from components.tags import base_tags
+
+# SSM public parameters for the OS images the spec can name (amd64, current release).
+AMI_PARAMETERS = {
+    "ubuntu-22.04": "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
+    "ubuntu-24.04": "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
+    "debian-12": "/aws/service/debian/release/bookworm/latest/amd64",
+}
+
+
+@dataclass
+class Cluster:
+    """What the program made, for exports and tests."""
+
+    network: Network
+    storage: Storage
+    iam: NodeIam
+    head: HeadNode
+    pools: list[NodePool]
+
+    @property
+    def nodes(self) -> list[NodeOutputs]:
+        return self.head.nodes + [n for pool in self.pools for n in pool.nodes]
+
+
+def aws_provider(spec: ClusterSpec) -> AwsProvider:
+    if not isinstance(spec.provider, AwsProvider):
+        raise ValueError(
+            f"stack {spec.stack!r}: provider.kind is {spec.provider.kind!r}; the Pulumi program needs 'aws'"
+        )
+    return spec.provider
+
+
+def image_id(spec: ClusterSpec) -> pulumi.Input[str]:
+    provider = aws_provider(spec)
+    if provider.ami:
+        return provider.ami
+    return aws.ssm.get_parameter_output(name=AMI_PARAMETERS[spec.software.os_image]).value
+
+
+def _pool_args(
+    spec: ClusterSpec,
+    pool: PoolSpec,
+    subnet_id: pulumi.Input[str],
+    security_group_ids: list[pulumi.Input[str]],
+    network: Network,
+    iam: NodeIam,
+    image: pulumi.Input[str],
+) -> NodePoolArgs:
+    hw = load_hardware()
+    if pool.instance_type not in hw:
+        raise ValueError(
+            f"node_pools[{pool.name}].instance_type: {pool.instance_type!r} is not in the hardware catalogue; "
+            f"known: {', '.join(hw.names('aws'))}"
+        )
+    it = hw[pool.instance_type]
+    placement = pool.placement_group
+    return NodePoolArgs(
+        stack=spec.stack,
+        pool=pool.name,
+        role=pool.role,
+        instance_type=pool.instance_type,
+        node_names=spec.node_names(pool),
+        efa_interfaces=it.network.efa_interfaces,
+        network_cards=it.network.network_cards,
+        subnet_id=subnet_id,
+        security_group_ids=security_group_ids,
+        cluster_sg_id=network.cluster_sg_id,
+        instance_profile_name=iam.instance_profile_name,
+        image_id=image,
+        root_volume=RootVolumeArgs(
+            size_gib=pool.root_volume.size_gib,
+            type=pool.root_volume.type,
+            iops=pool.root_volume.iops,
+            throughput_mibps=pool.root_volume.throughput_mibps,
+        ),
+        placement_strategy=placement.strategy if placement else None,
+        partition_count=placement.partition_count if placement else None,
+        capacity_reservation_id=pool.capacity_reservation_id,
+        capacity_block_id=pool.capacity_block_id,
+        key_name=aws_provider(spec).key_name,
+        certification=pool.certification,
+        tags=base_tags(spec.stack),
+    )
+
+
+def build_cluster(spec: ClusterSpec) -> Cluster:
+    provider = aws_provider(spec)
+    stack = spec.stack
+    tags = base_tags(stack)
+    subnets = spec.network.subnets
+    bastion = provider.connection == "ssh-bastion"
+
+    network = Network(
+        stack,
+        NetworkArgs(
+            stack=stack,
+            region=provider.region,
+            availability_zone=provider.availability_zone,
+            vpc_cidr=str(spec.network.vpc_cidr),
+            gpu_subnet_cidr=str(subnets.gpu),
+            head_subnet_cidr=str(subnets.head),
+            public_subnet_cidr=str(subnets.public) if subnets.public else None,
+            egress=provider.egress,
+            needs_public_subnet=bastion,
+            tags=tags,
+        ),
+    )
+    fsx = spec.storage.fsx_lustre
+    bucket = spec.storage.checkpoint_bucket
+    storage = Storage(
+        stack,
+        StorageArgs(
+            stack=stack,
+            vpc_id=network.vpc_id,
+            subnet_id=network.gpu_subnet_id,
+            client_sg_id=network.cluster_sg_id,
+            fsx=FsxArgs(
+                storage_capacity_gib=fsx.storage_capacity_gib,
+                deployment_type=fsx.deployment_type,
+                per_unit_storage_throughput=fsx.per_unit_storage_throughput,
+                mount_point=fsx.mount_point,
+                import_path=fsx.import_path,
+            )
+            if fsx
+            else None,
+            bucket=BucketArgs(
+                name=bucket.name, noncurrent_version_expiry_days=bucket.noncurrent_version_expiry_days
+            )
+            if bucket
+            else None,
+            tags=tags,
+        ),
+    )
+    iam = NodeIam(
+        stack, NodeIamArgs(stack=stack, region=provider.region, bucket_arn=storage.bucket_arn, tags=tags)
+    )
+    image = image_id(spec)
+    node_groups = [network.cluster_sg_id, network.egress_sg_id]
+
+    head_pools = [
+        _pool_args(spec, p, network.head_subnet_id, node_groups, network, iam, image)
+        for p in spec.node_pools
+        if p.role in ("head", "login")
+    ]
+    head = HeadNode(
+        stack,
+        HeadNodeArgs(
+            stack=stack,
+            vpc_id=network.vpc_id,
+            cluster_sg_id=network.cluster_sg_id,
+            pools=head_pools,
+            admin_cidrs=[str(c) for c in provider.admin_cidrs],
+            bastion=bastion,
+            public_subnet_id=network.public_subnet_id,
+            bastion_pool=head_pools[0] if head_pools else None,
+            tags=tags,
+        ),
+    )
+    pools = [
+        NodePool(
+            f"{stack}-{p.name}",
+            _pool_args(spec, p, network.gpu_subnet_id, node_groups, network, iam, image),
+        )
+        for p in spec.node_pools
+        if p.role == "gpu"
+    ]
+    return Cluster(network=network, storage=storage, iam=iam, head=head, pools=pools)
+
+
+def node_record(node: NodeOutputs) -> pulumi.Output[dict[str, Any]]:
+    """One node as the stack exports it (the provider ``Node`` shape, before connection vars)."""
+    return pulumi.Output.all(node.instance_id, node.private_ip, node.availability_zone).apply(
+        lambda v: {
+            "name": node.name,
+            "pool": node.pool,
+            "role": node.role,
+            "instance_type": node.instance_type,
+            "instance_id": v[0],
+            "private_ip": v[1],
+            "availability_zone": v[2],
+        }
+    )
+
+
+def export_cluster(spec: ClusterSpec, cluster: Cluster) -> dict[str, Any]:
+    """The stack outputs ``clusterforge.providers.aws.inventory`` reads."""
+    provider = aws_provider(spec)
+    fsx = spec.storage.fsx_lustre
+    bastion = cluster.head.bastion
+    return {
+        "region": provider.region,
+        "availability_zone": provider.availability_zone,
+        "connection": provider.connection,
+        "nodes": [node_record(n) for n in cluster.nodes],
+        "fsx": {
+            "dns_name": cluster.storage.fsx_dns_name,
+            "mount_name": cluster.storage.fsx_mount_name,
+            "mount_point": fsx.mount_point,
+        }
+        if fsx
+        else None,
+        "bucket": cluster.storage.bucket_name,
+        "bastion": bastion.public_ip if bastion is not None else None,
+    }
