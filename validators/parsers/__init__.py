@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict
 
+from validators.parsers.dcgm import parse_dcgmi_diag
 from validators.parsers.nccl_tests import parse_nccl_tests
 from validators.parsers.nvidia_smi import parse_nvidia_smi
 
 PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "nccl-tests": parse_nccl_tests,
     "nvidia-smi": parse_nvidia_smi,
+    "dcgmi-diag": parse_dcgmi_diag,
 }
 
-__all__ = ["PARSERS", "parse_nccl_tests", "parse_nvidia_smi"]
+__all__ = ["PARSERS", "parse_dcgmi_diag", "parse_nccl_tests", "parse_nvidia_smi"]

@@ -1,0 +1,114 @@
+"""dcgmi diag parser on captured outputs (tests/data/dcgmi-diag, sources in SOURCES.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from validators.parsers.dcgm import normalise_status, parse_dcgmi_diag
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "dcgmi-diag"
+CAPTURES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+STATUSES = {"pass", "fail", "warn", "skip", "not_run"}
+
+
+def parse(name: str) -> dict:
+    return parse_dcgmi_diag((DATA / name).read_text())
+
+
+def test_every_capture_is_listed_in_sources() -> None:
+    sources = (DATA / "SOURCES.md").read_text()
+    for path in CAPTURES:
+        assert f"`{path.name}`" in sources
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_properties_hold_on_every_capture(path: Path) -> None:
+    result = parse_dcgmi_diag(path.read_text())
+    json.dumps(result)
+    assert result["tests"], "every capture holds at least one test row"
+    for test in result["tests"]:
+        assert test["name"] and test["status"] in STATUSES
+        assert all(isinstance(k, str) and k.isdigit() and v in STATUSES for k, v in test["gpus"].items())
+    assert result["failed"] == [t["name"] for t in result["tests"] if t["status"] == "fail"]
+    assert result["ok"] is (not result["failed"])
+
+
+def test_json_3x_with_banner_and_nulls() -> None:
+    result = parse("json_3x_dcgm_test_real_output.txt")
+    assert result["format"] == "json" and result["version"] == "3.1.0"
+    names = [t["name"] for t in result["tests"]]
+    assert names[:2] == ["Denylist", "NVML Library"] and names[-1] == "software" and len(names) == 10
+    software = result["tests"][-1]
+    assert software["category"] == "Custom"
+    assert software["gpus"] == {str(i): "pass" for i in range(8)}
+    assert result["tests"][0]["gpus"]["7"] == "pass"  # "0,1,2,3,4,5,6,7" split per GPU
+    assert result["ok"] is True
+
+
+def test_json_4x_failure_with_messages() -> None:
+    result = parse("json_4x_gb10_software_fail.json")
+    assert result["version"] == "4.2.3" and result["driver_version"] == "580.82.09"
+    (test,) = result["tests"]
+    assert test["name"] == "software" and test["status"] == "fail" and test["gpus"] == {"0": "fail"}
+    assert any("Persistence mode for GPU 0 is disabled" in m for m in test["messages"])
+    assert result["failed"] == ["software"] and result["ok"] is False
+
+
+def test_text_4x_per_gpu_rows() -> None:
+    result = parse("text_4x_per_gpu_excerpt.txt")
+    assert result["version"] == "4.2.3" and result["driver_version"] == "570.148.08"
+    (test,) = result["tests"]
+    assert test["name"] == "software" and test["gpus"] == {"0": "pass", "1": "pass", "2": "pass", "3": "pass"}
+
+
+def test_text_3x_gpu_fail_and_wrapped_warning() -> None:
+    result = parse("text_3x_gpu_memory_fail_excerpt.txt")
+    (test,) = result["tests"]
+    assert test["name"] == "GPU Memory" and test["status"] == "fail"
+    assert test["gpus"]["0"] == "fail" and test["gpus"]["7"] == "pass" and len(test["gpus"]) == 8
+    assert test["messages"] == [
+        "GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test for GPU 0 Verify "
+        "that the cooling on this machine is functional, including external, thermal material interface, fans, "
+        "and any other components."
+    ]
+    assert result["failed"] == ["GPU Memory"]
+
+
+def test_text_3x_error_row_fails_the_section() -> None:
+    result = parse("text_3x_deployment_error_excerpt.txt")
+    assert result["failed"] == ["Deployment"]
+    assert result["tests"][0]["messages"] == [
+        "GPU 3 has uncorrectable memory errors and row remappings are pending"
+    ]
+
+
+def test_text_3x_all_pass() -> None:
+    result = parse("text_3x_deployment_pass_excerpt.txt")
+    assert len(result["tests"]) == 9 and result["tests"][-1]["name"] == "Inforom"
+    assert result["ok"] is True
+
+
+# ---- edge handling (inputs built here, not captures) ----
+
+
+def test_status_words() -> None:
+    assert [normalise_status(w) for w in ("Pass", "PASS", "Warn", "Skip", "SKIPPED", "Not Run", "Fail")] == [
+        "pass",
+        "pass",
+        "warn",
+        "skip",
+        "skip",
+        "not_run",
+        "fail",
+    ]
+    assert normalise_status("Inconclusive") == "fail"  # unknown words never read as a pass
+
+
+def test_no_results_is_not_ok() -> None:
+    result = parse_dcgmi_diag("Error: Unable to complete diagnostic for group 0. Return: -30 NVVS error\n")
+    assert result["tests"] == [] and result["ok"] is False
+    assert result["error"].startswith("Error: Unable to complete diagnostic")
+    assert parse_dcgmi_diag('{"other": 1}')["error"].startswith("no 'DCGM Diagnostic'")
