@@ -1,0 +1,151 @@
+"""Render NODE.json (validators/SCHEMA.md, schema_version 1) for one node from spec + catalogue.
+
+The validators never read the spec or the catalogues: everything a node is judged against
+(what it is, which versions are pinned, the floors, how long to run, where shared storage is,
+who its peers are) reaches it through this one file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from clusterforge.catalog import load_hardware
+from clusterforge.catalog.hardware import HardwareCatalog, InstanceType
+from clusterforge.providers.base import Node
+from clusterforge.spec.models import CertificationProfile, ClusterSpec
+
+SCHEMA_VERSION = 1
+
+# Spec software field -> NODE.json software key (same names), and when it applies to a node.
+_SOFTWARE = (
+    "driver",
+    "cuda",
+    "nccl",
+    "efa_installer",
+    "aws_ofi_nccl",
+    "fabric_manager",
+    "dcgm",
+    "nvidia_container_toolkit",
+    "enroot",
+    "slurm",
+)
+
+# The gloo all_reduce of the network check (CPU path) listens here on the first node.
+GLOO_PORT = 29511
+
+
+class NodeConfigError(Exception):
+    pass
+
+
+def profile_for(
+    spec: ClusterSpec, pool_name: str, override: str | None = None
+) -> tuple[str, CertificationProfile]:
+    """The certification profile of a pool (or the one asked for), with a clear error when missing."""
+    name = override or spec.pool(pool_name).certification
+    profiles = spec.certification.profiles
+    if not name:
+        raise NodeConfigError(
+            f"node_pools[{pool_name}].certification: not set; name one of certification.profiles "
+            f"({', '.join(sorted(profiles)) or 'none defined'})"
+        )
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none defined"
+        raise NodeConfigError(
+            f"certification profile {name!r} is not in certification.profiles (known: {known})"
+        )
+    return name, profiles[name]
+
+
+def pinned_software(
+    spec: ClusterSpec, it: InstanceType, components: Iterable[str] | None = None
+) -> dict[str, str]:
+    """Versions a node of this type must carry. ``components`` limits them to what the stack installs."""
+    sw = spec.software
+    values: dict[str, str | None] = {
+        "driver": sw.driver.version if it.gpu else None,
+        "cuda": sw.cuda if it.gpu else None,
+        "nccl": sw.nccl,
+        "efa_installer": sw.efa_installer if it.has_efa else None,
+        "aws_ofi_nccl": sw.aws_ofi_nccl if it.has_efa else None,
+        "fabric_manager": sw.fabric_manager if it.gpu and it.gpu.nvswitch else None,
+        "dcgm": sw.dcgm if it.gpu else None,
+        "nvidia_container_toolkit": sw.nvidia_container_toolkit if it.gpu else None,
+        "enroot": sw.enroot,
+        "slurm": sw.slurm,
+    }
+    allowed = set(components) if components is not None else set(_SOFTWARE)
+    return {k: v for k, v in values.items() if v and k in allowed}
+
+
+def thresholds(it: InstanceType, profile: CertificationProfile) -> dict[str, float]:
+    """Catalogue floors with the profile's overrides, plus the message size each NCCL floor holds at."""
+    out: dict[str, float] = dict(it.thresholds.with_overrides(profile.thresholds))
+    for t in it.thresholds.nccl:
+        out.setdefault(t.key.replace(".busbw_gbps", ".message_bytes"), float(t.message_bytes))
+    # Overrides the catalogue does not know (e.g. checkpoint.write_ratio_min) are the checks' own keys.
+    for key, value in profile.thresholds.items():
+        out.setdefault(key, value)
+    return out
+
+
+def durations(profile: CertificationProfile) -> dict[str, float]:
+    d = profile.durations
+    return {
+        "burnin_seconds": d.burnin_seconds,
+        "nccl_iterations": d.nccl_iterations,
+        "gloo_iterations": d.nccl_iterations,
+        "checkpoint_steps": d.checkpoint_steps,
+    }
+
+
+def render_node_config(
+    spec: ClusterSpec,
+    node: Node,
+    peers: Sequence[Node] = (),
+    *,
+    profile: str | None = None,
+    components: Iterable[str] | None = None,
+    catalog: HardwareCatalog | None = None,
+    launcher: Sequence[str] = (),
+) -> dict[str, Any]:
+    """NODE.json as a dict. ``peers``: the other nodes of the multi-node check (not ``node`` itself)."""
+    hw = catalog or load_hardware()
+    it = hw.get(node.instance_type)
+    if it is None:
+        raise NodeConfigError(
+            f"{node.name}: instance type {node.instance_type!r} is not in the hardware catalogue"
+        )
+    _, prof = profile_for(spec, node.pool, profile)
+    config: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "node": node.name,
+        "instance_type": it.name,
+        "software": pinned_software(spec, it, components),
+        "durations": durations(prof),
+        "thresholds": thresholds(it, prof),
+        "peers": [{"name": p.name, "address": p.address} for p in peers if p.name != node.name],
+        "skip_checks": list(prof.skip_checks),
+    }
+    if it.gpu:
+        config["gpu"] = {
+            "count": it.gpu.count,
+            "model": it.gpu.model,
+            "nvlink_links_per_gpu": it.gpu.nvlink_links_per_gpu,
+            "nvswitch": it.gpu.nvswitch,
+        }
+    if it.has_efa:
+        config["efa"] = {"interfaces": it.network.efa_interfaces}
+        config["limits"] = {"memlock_kib": "unlimited"}
+    shared = spec.storage.shared_path
+    if shared:
+        config["shared_storage"] = {"path": shared, "require_mount": True}
+    if launcher:
+        config["nccl"] = {"launcher": list(launcher), "port": GLOO_PORT}
+    return config
+
+
+def dumps(config: dict[str, Any]) -> str:
+    return json.dumps(config, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,87 @@
+"""NODE.json rendering from spec + catalogue, checked by the validators' own config loader."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clusterforge.catalog import load_hardware
+from clusterforge.certify.node_config import NodeConfigError, render_node_config
+from clusterforge.providers.base import Node
+from clusterforge.spec.loader import load_spec
+from validators.config import parse_config
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+
+
+def node(name: str, pool: str, instance_type: str, address: str) -> Node:
+    return Node(name, address, pool, "gpu", instance_type, {"ansible_connection": "local"})
+
+
+def test_local_node_config_is_accepted_by_the_validators() -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    n1, n2 = (
+        node("node-001", "node", "local", "10.89.42.11"),
+        node("node-002", "node", "local", "10.89.42.12"),
+    )
+    config = render_node_config(spec, n1, [n1, n2], launcher=["srun", "-N", "{nnodes}"])
+    parsed = parse_config(config, "quick")
+    assert parsed.node == "node-001" and parsed.instance_type == "local" and not parsed.has_gpu
+    assert [p.name for p in parsed.peers] == ["node-002"]  # never itself
+    assert parsed.software["slurm"] == spec.software.slurm
+    assert "driver" not in parsed.software  # no GPU: no driver pin
+    assert parsed.shared_storage_path == "/shared"
+    # durations from the spec's profile, not the suite's defaults
+    assert parsed.duration("burnin_seconds") == spec.certification.profiles["local"].durations.burnin_seconds
+    # the catalogue's floor for the local type, with the size it holds at
+    local = load_hardware()["local"]
+    key = local.thresholds.nccl[0].key
+    assert parsed.threshold(key) == local.thresholds.nccl[0].busbw_gbps_min
+    assert (
+        parsed.threshold(key.replace("busbw_gbps", "message_bytes")) == local.thresholds.nccl[0].message_bytes
+    )
+
+
+def test_gpu_node_carries_gpu_efa_and_pins() -> None:
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    n = node("gpu-001", "gpu", "p5.48xlarge", "10.0.0.5")
+    parsed = parse_config(render_node_config(spec, n), "standard")
+    p5 = load_hardware()["p5.48xlarge"]
+    assert parsed.gpu_count == p5.gpu.count and parsed.gpu_model == p5.gpu.model
+    assert parsed.nvswitch and parsed.efa_interfaces == p5.network.efa_interfaces
+    assert parsed.software["driver"] == spec.software.driver.version
+    assert parsed.software["fabric_manager"] == spec.software.fabric_manager
+    assert parsed.memlock_kib == "unlimited"
+
+
+def test_profile_overrides_win_over_catalogue(tmp_path: Path) -> None:
+    text = (
+        (STACKS / "local.yaml")
+        .read_text()
+        .replace(
+            "durations: {burnin_seconds: 10, nccl_iterations: 5, checkpoint_steps: 6}",
+            "durations: {burnin_seconds: 10, nccl_iterations: 5, checkpoint_steps: 6}\n"
+            "      thresholds: {matmul.cpu_gflops_min: 123.0}\n      skip_checks: [checkpoint-restart]",
+        )
+    )
+    path = tmp_path / "local.yaml"
+    path.write_text(text)
+    spec, _ = load_spec(path)
+    config = render_node_config(spec, node("node-001", "node", "local", "10.0.0.1"))
+    assert config["thresholds"]["matmul.cpu_gflops_min"] == 123.0
+    assert config["skip_checks"] == ["checkpoint-restart"]
+
+
+def test_components_limit_the_pins() -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    config = render_node_config(spec, node("node-001", "node", "local", "10.0.0.1"), components=["slurm"])
+    assert config["software"] == {"slurm": spec.software.slurm}
+
+
+def test_unknown_profile_and_type_are_clear_errors() -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    with pytest.raises(NodeConfigError, match="'nope' is not in certification.profiles .known: local"):
+        render_node_config(spec, node("node-001", "node", "local", "10.0.0.1"), profile="nope")
+    with pytest.raises(NodeConfigError, match="'x9.huge' is not in the hardware catalogue"):
+        render_node_config(spec, node("node-001", "node", "x9.huge", "10.0.0.1"))
