@@ -1,0 +1,193 @@
+"""Render ``inventories/<stack>/hosts.yml`` and ``group_vars/`` from spec + catalogue + node list.
+
+Groups (underscores, as ansible-lint wants): ``slurm_controller`` (head pools), ``gpu_nodes``
+(gpu pools: the compute nodes, GPU or not), ``login_nodes``, and ``pool_<name>`` per pool.
+Host vars carry the provider's connection vars plus ``clusterforge_address``/``clusterforge_pool``.
+``group_vars/all/<concern>.yml`` holds each role's public variables (its API, see
+``roles/<role>/defaults/main.yml``), rendered from the spec's software set; the files are
+written atomically, and rendering is pure so it is tested without any node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from clusterforge.catalog import load_hardware
+from clusterforge.catalog.hardware import HardwareCatalog
+from clusterforge.journal import write_atomic
+from clusterforge.providers.base import Node
+from clusterforge.spec.models import ClusterSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+INVENTORIES = REPO_ROOT / "inventories"
+
+ROLE_GROUPS = {"head": "slurm_controller", "gpu": "gpu_nodes", "login": "login_nodes"}
+
+# Container nodes: podman mounts a tmpfs on /tmp that the podman connection plugin cannot copy
+# into (it writes through the overlay), so Ansible's remote temp lives elsewhere.
+CONTAINER_REMOTE_TMP = "/var/tmp/.ansible-tmp"
+
+
+@dataclass(frozen=True)
+class Inventory:
+    hosts: dict[str, Any]  # hosts.yml content
+    group_vars: dict[str, dict[str, Any]]  # file stem under group_vars/all/ -> variables
+
+
+def _header(what: str) -> str:
+    return f"# Rendered by clusterforge from the spec and the provider's node list: {what}. Do not edit.\n"
+
+
+def host_vars(node: Node) -> dict[str, Any]:
+    hv: dict[str, Any] = dict(node.connection)
+    hv["clusterforge_address"] = node.address
+    hv["clusterforge_pool"] = node.pool
+    hv["clusterforge_instance_type"] = node.instance_type
+    if node.connection.get("ansible_connection", "").endswith((".podman", ".docker")):
+        hv.setdefault("ansible_remote_tmp", CONTAINER_REMOTE_TMP)
+    return hv
+
+
+def render_hosts(nodes: Sequence[Node]) -> dict[str, Any]:
+    children: dict[str, Any] = {group: {"hosts": {}} for group in ROLE_GROUPS.values()}
+    for node in sorted(nodes, key=lambda n: n.name):
+        group = ROLE_GROUPS.get(node.role)
+        if group is None:
+            raise ValueError(
+                f"{node.name}: role {node.role!r} has no inventory group ({', '.join(ROLE_GROUPS)})"
+            )
+        children[group]["hosts"][node.name] = host_vars(node)
+        pool_group = f"pool_{node.pool.replace('-', '_')}"
+        children.setdefault(pool_group, {"hosts": {}})["hosts"][node.name] = {}
+    return {"all": {"children": children}}
+
+
+def slurm_vars(
+    spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalog, munge_key_file: Path
+) -> dict[str, Any]:
+    heads = sorted((n for n in nodes if n.role == "head"), key=lambda n: n.name)
+    compute = sorted((n for n in nodes if n.role == "gpu"), key=lambda n: n.name)
+    container = any(hw[n.instance_type].container for n in compute + heads if n.instance_type in hw)
+    slurm_nodes = []
+    for n in compute:
+        it = hw[n.instance_type]
+        entry: dict[str, Any] = {
+            "name": n.name,
+            "address": n.address,
+            "cpus": it.vcpus,
+            "real_memory_mb": it.memory_mib,
+            "gpu_count": it.gpu.count if it.gpu else 0,
+            "hold": True,
+        }
+        if it.gpu:
+            entry["gpu_type"] = it.gpu.model.lower()
+            entry["gpu_files"] = f"/dev/nvidia[0-{it.gpu.count - 1}]"
+        slurm_nodes.append(entry)
+    partitions = []
+    for part in spec.orchestration.partitions:
+        members = [n.name for n in compute if n.pool in part.pools]
+        partitions.append(
+            {"name": part.name, "nodes": members, "default": part.default, "max_time": part.max_time}
+        )
+    out: dict[str, Any] = {
+        "slurm_version": spec.software.slurm,
+        "slurm_cluster_name": spec.stack,
+        "slurm_controller_name": heads[0].name if heads else "",
+        "slurm_controller_address": heads[0].address if heads else "",
+        "slurm_nodes": slurm_nodes,
+        "slurm_partitions": partitions,
+        "slurm_munge_key_file": str(munge_key_file),
+        "slurm_hold_new_nodes": True,
+        "slurm_hold_reason": "clusterforge: certifying",
+    }
+    if container:
+        # Container nodes: no writable cgroup hierarchy and floors, not real sizes, in the catalogue
+        # (ENVIRONMENT.md: linuxproc + task/none + cgroup/v1 on Slurm 22.05 without cgroup control).
+        out.update(
+            slurm_proctrack_type="proctrack/linuxproc",
+            slurm_task_plugin="task/none",
+            slurm_cgroup_plugin="cgroup/v1",
+            slurm_cgroup_constrain=False,
+            slurm_select_type_parameters="CR_Core",
+            slurm_slurmd_parameters="config_overrides",
+        )
+    return out
+
+
+def software_vars(spec: ClusterSpec) -> dict[str, Any]:
+    """The GPU software roles' pins (roles skip themselves where the instance type has no GPU/EFA)."""
+    sw = spec.software
+    out: dict[str, Any] = {
+        "nvidia_driver_branch": sw.driver.branch,
+        "nvidia_driver_version": sw.driver.version,
+        "nvidia_driver_kernel_module": sw.driver.kernel_module,
+        "nvidia_driver_source": sw.driver.source,
+        "cuda_toolkit_version": sw.cuda,
+        "cuda_toolkit_source": sw.driver.source,
+    }
+    optional = {
+        "nccl_version": sw.nccl,
+        "nccl_tests_version": sw.nccl_tests,
+        "efa_installer_version": sw.efa_installer,
+        "efa_aws_ofi_nccl_version": sw.aws_ofi_nccl,
+        "fabric_manager_version": sw.fabric_manager,
+        "dcgm_version": sw.dcgm,
+        "container_runtime_nvidia_container_toolkit_version": sw.nvidia_container_toolkit,
+        "container_runtime_enroot_version": sw.enroot,
+        "container_runtime_pyxis_version": sw.pyxis,
+    }
+    out.update({k: v for k, v in optional.items() if v})
+    return out
+
+
+def storage_vars(spec: ClusterSpec) -> dict[str, Any]:
+    st = spec.storage
+    out: dict[str, Any] = {}
+    if st.shared_volume is not None:
+        out.update(shared_storage_kind="volume", shared_storage_mount_point=st.shared_volume.mount_point)
+    elif st.fsx_lustre is not None:
+        out.update(shared_storage_kind="fsx_lustre", shared_storage_mount_point=st.fsx_lustre.mount_point)
+    elif st.nfs is not None:
+        out.update(
+            shared_storage_kind="nfs",
+            shared_storage_mount_point=st.nfs.mount_point,
+            shared_storage_nfs_server=st.nfs.server,
+            shared_storage_nfs_export=st.nfs.export,
+        )
+    return out
+
+
+def render_inventory(
+    spec: ClusterSpec, nodes: Sequence[Node], munge_key_file: Path, catalog: HardwareCatalog | None = None
+) -> Inventory:
+    hw = catalog or load_hardware()
+    unknown = sorted({n.instance_type for n in nodes if n.instance_type not in hw})
+    if unknown:
+        raise ValueError(f"instance types not in the hardware catalogue: {', '.join(unknown)}")
+    group_vars = {
+        "clusterforge": {"clusterforge_stack": spec.stack, "clusterforge_provider": spec.provider.kind},
+        "slurm": slurm_vars(spec, nodes, hw, munge_key_file),
+        "software": software_vars(spec),
+        "shared_storage": storage_vars(spec),
+    }
+    return Inventory(hosts=render_hosts(nodes), group_vars=group_vars)
+
+
+def write_inventory(inv: Inventory, folder: Path) -> Path:
+    """Write ``hosts.yml`` and ``group_vars/all/*.yml`` under ``folder``; returns the hosts file."""
+    hosts = folder / "hosts.yml"
+    write_atomic(hosts, _header("hosts") + yaml.safe_dump(inv.hosts, sort_keys=False))
+    gv_dir = folder / "group_vars" / "all"
+    for stem, variables in inv.group_vars.items():
+        text = _header(f"{stem} variables") + "---\n" + yaml.safe_dump(variables, sort_keys=False)
+        write_atomic(gv_dir / f"{stem}.yml", text)
+    # A renamed concern must not leave its old variables behind.
+    for old in gv_dir.glob("*.yml"):
+        if old.stem not in inv.group_vars:
+            old.unlink()
+    return hosts

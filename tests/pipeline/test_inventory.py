@@ -1,0 +1,109 @@
+"""Inventory rendering: groups, connection vars, Slurm node/partition lists; read back by ansible-inventory."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clusterforge.catalog import load_hardware
+from clusterforge.inventory import CONTAINER_REMOTE_TMP, render_inventory, write_inventory
+from clusterforge.providers.base import Node
+from clusterforge.spec.loader import load_spec
+
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
+PODMAN = {
+    "ansible_connection": "containers.podman.podman",
+    "ansible_podman_executable": "/usr/bin/podman",
+    "ansible_python_interpreter": "/usr/bin/python3",
+}
+
+
+def local_nodes(n: int) -> list[Node]:
+    nodes = [
+        Node("head-001", "10.89.42.2", "head", "head", "local", {**PODMAN, "ansible_host": "local-head-001"})
+    ]
+    for i in range(1, n + 1):
+        name = f"node-{i:03d}"
+        nodes.append(
+            Node(
+                name,
+                f"10.89.42.{10 + i}",
+                "node",
+                "gpu",
+                "local",
+                {**PODMAN, "ansible_host": f"local-{name}"},
+            )
+        )
+    return nodes
+
+
+def test_local_inventory(tmp_path: Path) -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    inv = render_inventory(spec, local_nodes(2), tmp_path / "munge.key")
+    children = inv.hosts["all"]["children"]
+    assert list(children["slurm_controller"]["hosts"]) == ["head-001"]
+    assert list(children["gpu_nodes"]["hosts"]) == ["node-001", "node-002"]
+    assert list(children["pool_node"]["hosts"]) == ["node-001", "node-002"]
+    host = children["gpu_nodes"]["hosts"]["node-002"]
+    assert host["ansible_host"] == "local-node-002" and host["clusterforge_address"] == "10.89.42.12"
+    assert host["ansible_remote_tmp"] == CONTAINER_REMOTE_TMP  # not under the container's tmpfs /tmp
+    slurm = inv.group_vars["slurm"]
+    assert slurm["slurm_controller_name"] == "head-001" and slurm["slurm_controller_address"] == "10.89.42.2"
+    assert [n["name"] for n in slurm["slurm_nodes"]] == ["node-001", "node-002"]
+    local = load_hardware()["local"]
+    assert slurm["slurm_nodes"][0]["cpus"] == local.vcpus and slurm["slurm_nodes"][0]["gpu_count"] == 0
+    assert slurm["slurm_partitions"] == [
+        {"name": "batch", "nodes": ["node-001", "node-002"], "default": True, "max_time": "INFINITE"}
+    ]
+    assert slurm["slurm_proctrack_type"] == "proctrack/linuxproc"  # container nodes
+    assert slurm["slurm_version"] == spec.software.slurm and slurm["slurm_cluster_name"] == "local"
+    assert inv.group_vars["shared_storage"]["shared_storage_mount_point"] == "/shared"
+
+
+def test_gpu_nodes_get_gres() -> None:
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    nodes = [
+        Node("head-001", "10.0.32.5", "head", "head", "m7i.4xlarge", {"ansible_connection": "ssh"}),
+        Node("gpu-001", "10.0.0.5", "gpu", "gpu", "p5.48xlarge", {"ansible_connection": "ssh"}),
+    ]
+    inv = render_inventory(spec, nodes, Path("/x/munge.key"))
+    (entry,) = inv.group_vars["slurm"]["slurm_nodes"]
+    assert (
+        entry["gpu_count"] == 8 and entry["gpu_type"] == "h100" and entry["gpu_files"] == "/dev/nvidia[0-7]"
+    )
+    assert "slurm_proctrack_type" not in inv.group_vars["slurm"]  # real nodes keep the role's cgroup default
+    assert "ansible_remote_tmp" not in inv.hosts["all"]["children"]["gpu_nodes"]["hosts"]["gpu-001"]
+
+
+def test_unknown_instance_type_is_refused(tmp_path: Path) -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    bad = [Node("node-001", "10.0.0.1", "node", "gpu", "z1.nano", {})]
+    with pytest.raises(ValueError, match="z1.nano"):
+        render_inventory(spec, bad, tmp_path / "k")
+
+
+def test_written_inventory_reads_back_with_ansible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TMP"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    spec, _ = load_spec(STACKS / "local.yaml")
+    hosts = write_inventory(render_inventory(spec, local_nodes(2), tmp_path / "munge.key"), tmp_path / "inv")
+    bindir = Path(sys.executable).parent
+    out = subprocess.run(
+        [str(bindir / "ansible-inventory"), "-i", str(hosts), "--list"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    hostvars = data["_meta"]["hostvars"]
+    assert hostvars["node-001"]["slurm_controller_name"] == "head-001"  # group_vars/all reached the host
+    assert hostvars["node-001"]["ansible_connection"] == "containers.podman.podman"
+    assert sorted(data["gpu_nodes"]["hosts"]) == ["node-001", "node-002"]
+    # re-rendering with fewer concerns removes stale group_vars files
+    (tmp_path / "inv" / "group_vars" / "all" / "old.yml").write_text("---\nx: 1\n")
+    write_inventory(render_inventory(spec, local_nodes(1), tmp_path / "munge.key"), tmp_path / "inv")
+    assert not (tmp_path / "inv" / "group_vars" / "all" / "old.yml").exists()
