@@ -7,11 +7,13 @@ from typing import Any, Callable, Dict
 from validators.parsers.dcgm import parse_dcgmi_diag
 from validators.parsers.nccl_tests import parse_nccl_tests
 from validators.parsers.nvidia_smi import parse_nvidia_smi
+from validators.parsers.topo import parse_nvidia_smi_topo
 
 PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "nccl-tests": parse_nccl_tests,
     "nvidia-smi": parse_nvidia_smi,
     "dcgmi-diag": parse_dcgmi_diag,
+    "nvidia-smi-topo": parse_nvidia_smi_topo,
 }
 
-__all__ = ["PARSERS", "parse_dcgmi_diag", "parse_nccl_tests", "parse_nvidia_smi"]
+__all__ = ["PARSERS", "parse_dcgmi_diag", "parse_nccl_tests", "parse_nvidia_smi", "parse_nvidia_smi_topo"]

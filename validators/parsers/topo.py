@@ -1,0 +1,85 @@
+"""Parse `nvidia-smi topo -m`: the GPU/NIC connection matrix, CPU/NUMA affinity and the NIC legend.
+
+The header row names the devices (GPU0.., then NIC0.. on recent drivers or the RDMA device itself,
+`mlx5_0`, `rdmap16s27`, on older ones), followed by "CPU Affinity", "NUMA Affinity" and, on recent
+drivers, "GPU NUMA ID". NIC rows carry no affinity columns. A "NIC Legend" maps NICn to the RDMA
+device name; the connection "Legend" is ignored. Link kinds: X (self), NV<n> (n bonded NVLinks),
+PIX, PXB, PHB, NODE, SYS (and the older SOC).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Optional
+
+_GPU = re.compile(r"^GPU\d+$")
+_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_TRAILER_WORDS = ("CPU", "NUMA", "GPU NUMA")
+
+
+def _na(value: Optional[str]) -> Optional[str]:
+    return None if value in (None, "N/A", "") else value
+
+
+def _header_devices(line: str) -> Optional[List[str]]:
+    """Device names of the header row, or None if `line` is not the header."""
+    if not line[:1].isspace():
+        return None
+    tokens = line.split()
+    if not tokens or tokens[0] != "GPU0":
+        return None
+    devices = []
+    for token in tokens:
+        if token in ("CPU", "NUMA", "Affinity", "ID") or token == "GPU" and devices:
+            break
+        devices.append(token)
+    return devices
+
+
+def parse_nvidia_smi_topo(text: str) -> Dict[str, Any]:
+    """Parse `nvidia-smi topo -m` output. See the package docstring for the fields."""
+    devices: Optional[List[str]] = None
+    matrix: Dict[str, Dict[str, str]] = {}
+    affinity: Dict[str, Dict[str, Optional[str]]] = {}
+    nic_names: Dict[str, str] = {}
+    for line in text.splitlines():
+        legend = _LEGEND_ENTRY.match(line)
+        if legend:
+            nic_names[legend.group(1)] = legend.group(2)
+            continue
+        if devices is None:
+            devices = _header_devices(line)
+            continue
+        tokens = line.split()
+        if not tokens or tokens[0] not in devices or len(tokens) < len(devices) + 1:
+            continue
+        row = tokens[0]
+        matrix[row] = {device: tokens[i + 1] for i, device in enumerate(devices)}  # no zip(strict=): 3.9
+        extra = tokens[len(devices) + 1 :]
+        if _GPU.match(row):
+            affinity[row] = {
+                "cpu_affinity": _na(extra[0]) if len(extra) > 0 else None,
+                "numa_affinity": _na(extra[1]) if len(extra) > 1 else None,
+                "gpu_numa_id": _na(extra[2]) if len(extra) > 2 else None,
+            }
+    devices = devices or []
+    gpus = [d for d in devices if _GPU.match(d)]
+    nic_labels = [d for d in devices if not _GPU.match(d)]
+
+    def name(label: str) -> str:
+        return nic_names.get(label, label)
+
+    links = {g: {h: matrix.get(g, {}).get(h) for h in gpus if h != g} for g in gpus if g in matrix}
+    nic_links = {g: {name(n): matrix.get(g, {}).get(n) for n in nic_labels} for g in gpus if g in matrix}
+    result: Dict[str, Any] = {
+        "gpus": gpus,
+        "nics": [name(n) for n in nic_labels],
+        "nic_labels": {n: name(n) for n in nic_labels},
+        "links": links,
+        "nic_links": nic_links,
+        "affinity": affinity,
+        "error": None,
+    }
+    if not gpus or len(links) != len(gpus):
+        result["error"] = "no complete GPU matrix in nvidia-smi topo -m output"
+    return result
