@@ -220,3 +220,18 @@ def test_json_output_of_dash_j() -> None:
 def test_empty_input() -> None:
     result = parse_nccl_tests("")
     assert result["rows"] == [] and result["complete"] is False and result["ok"] is False
+
+
+def test_old_error_column_with_checking_off() -> None:
+    result = parse("old_error_na_8xa100_superbench.txt")
+    assert result["ranks"] == 8 and len(result["rows"]) == 34  # 0, 0, then 4 B .. 8 GiB doubling
+    row = row_of(result, 1073741824)
+    assert row["out_of_place"]["busbw"] == pytest.approx(230.29)
+    assert row["in_place"] == {
+        "time_us": 8176.5,
+        "algbw": 131.32,
+        "busbw": 229.81,
+        "wrong": None,
+        "error": None,
+    }
+    assert result["ok"] is True and result["avg_busbw"] == pytest.approx(68.4048)
