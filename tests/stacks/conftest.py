@@ -120,13 +120,24 @@ def aws_examples() -> list[str]:
     return out
 
 
+_GRAPHS: dict[str, list[Resource]] = {}
+
+
 async def program(spec: ClusterSpec) -> Graph:
-    """Run the whole program for ``spec`` under the mocks; the recorded resource graph."""
+    """Run the whole program for ``spec`` under the mocks; the recorded resource graph.
+
+    The program is deterministic, so each distinct spec runs once per session and later tests
+    get the same recorded graph (keeps the suite near one program run per spec)."""
     from components.cluster import build_cluster
 
-    MOCKS.reset()
-    cluster = build_cluster(spec)
-    return Graph(await settle([cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]))
+    key = spec.model_dump_json()
+    if key not in _GRAPHS:
+        MOCKS.reset()
+        cluster = build_cluster(spec)
+        _GRAPHS[key] = await settle(
+            [cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]
+        )
+    return Graph(list(_GRAPHS[key]))
 
 
 def policy_context(spec: ClusterSpec) -> PolicyContext:

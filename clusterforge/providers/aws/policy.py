@@ -171,10 +171,12 @@ def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
         instances = [i for i in graph.of(INSTANCE) if _instance_lt(graph, i) is lt]
         groups = {i.inputs.get("placementGroup") for i in instances}
         if not instances or None in groups or "" in groups:
-            out.append(Violation("efa-placement-group", lt.name, "EFA instances outside a placement group"))
+            out.append(Violation("efa-fabric", lt.name, "EFA instances outside a placement group"))
         elif len(groups) > 1:
             out.append(
-                Violation("efa-placement-group", lt.name, f"EFA instances split over {sorted(groups)}")
+                Violation(
+                    "efa-fabric", lt.name, f"EFA instances split over placement groups {sorted(groups)}"
+                )
             )
         for sg in _efa_groups(lt):
             for direction in ("in", "out"):
@@ -188,7 +190,9 @@ def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
                     name = graph.by_id[sg].name if sg in graph.by_id else sg
                     out.append(
                         Violation(
-                            "efa-self-rules", name, f"no all-traffic {direction}bound rule referencing itself"
+                            "efa-fabric",
+                            name,
+                            f"EFA security group: no all-traffic {direction}bound rule referencing itself",
                         )
                     )
     return out
