@@ -1,0 +1,1 @@
+"""The checks, one small class each; validators/registry.py lists them in run order."""

@@ -1,0 +1,243 @@
+"""Burn-in: sustained matmul on every device (rate and bit-exactness), DCGM diagnostics, gpu-burn."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from typing import Any, Dict, List, Optional
+
+from validators.checks.base import NVIDIA_SMI_XML, Check, Context, needs_gpu
+from validators.checks.checkpoint import last_json, tail
+from validators.checks.gpu import bad_throttle, gpu_label
+from validators.profiles import DCGM_LEVEL
+from validators.result import CheckResult, Outcome
+from validators.runner import RC_TIMEOUT, describe_failure
+
+
+def judge_matmul(
+    out: Outcome,
+    devices: List[Dict[str, Any]],
+    floor: Optional[float],
+    floor_key: str,
+    gap_pct: float,
+    unit: str,
+    scale: float,
+) -> None:
+    """Rates vs floor and vs the node median; bit-exactness across repetitions and devices."""
+    rates = [d["gflops"] / scale for d in devices if "gflops" in d]
+    median = statistics.median(rates) if rates else 0.0
+    out.metric("rate_median", round(median, 3), unit)
+    out.limit("matmul.median_gap_pct", gap_pct, "%")
+    if floor is not None:
+        out.limit(floor_key, floor, unit)
+    digests: Dict[str, List[int]] = {}
+    for d in devices:
+        i = d.get("index")
+        if "error" in d:
+            out.fail(f"device {i}: {d['error']}")
+            continue
+        rate = d["gflops"] / scale
+        out.metric(f"rate_device_{i}", round(rate, 3), unit)
+        out.evidence(
+            f"device {i}: {rate:.3f} {unit}, {d['reps']} reps in {d['seconds']:.1f} s, "
+            f"{d['mismatches']} mismatching, digest {d['digest'][:16]}"
+        )
+        if floor is not None and rate < floor:
+            out.fail(f"device {i}: {rate:.3f} {unit} below the floor {floor:g} {unit} ({floor_key})")
+        gap = (median - rate) / median * 100 if median else 0.0
+        if gap > gap_pct:
+            out.fail(
+                f"device {i}: {rate:.3f} {unit} is {gap:.1f}% below the node median {median:.3f} (limit {gap_pct:g}%)"
+            )
+        if d["mismatches"]:
+            out.fail(
+                f"device {i}: result changed across repetitions ({d['mismatches']} of {d['reps']} not bit-identical)"
+            )
+        digests.setdefault(d["digest"], []).append(i)
+    if len(digests) > 1:
+        majority = max(digests.values(), key=len)
+        odd = sorted(i for group in digests.values() if group is not majority for i in group)
+        out.fail(
+            f"devices {odd} computed a different result from devices {majority} (same inputs, not bit-identical)"
+        )
+
+
+class Telemetry:
+    """Samples ``nvidia-smi -q -x`` every interval while a GPU workload runs."""
+
+    def __init__(self, ctx: Context, interval: float) -> None:
+        self.ctx, self.interval = ctx, interval
+        self.samples: List[dict] = []
+        self.failures: List[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "Telemetry":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.interval + self.ctx.timeout)
+
+    def _loop(self) -> None:
+        from validators.parsers import PARSERS
+
+        while not self._stop.wait(self.interval):
+            rc, stdout, stderr = self.ctx.run(NVIDIA_SMI_XML)
+            if rc != 0:
+                self.failures.append("telemetry: " + describe_failure(NVIDIA_SMI_XML, rc, stdout, stderr))
+                continue
+            self.samples.append(PARSERS["nvidia-smi"](stdout))
+
+    def judge(self, out: Outcome) -> None:
+        for f in self.failures[:3]:
+            out.fail(f)
+        out.metric("telemetry_samples", len(self.samples), "count")
+        seen = set()
+        for sample in self.samples:
+            for i, gpu in enumerate(sample.get("gpus") or []):
+                for reason in bad_throttle(list(gpu.get("throttle_active") or [])):
+                    seen.add(f"{gpu_label(i, gpu)}: throttled by {reason} during the burn-in")
+                ecc = gpu.get("ecc_uncorrected_volatile")
+                if isinstance(ecc, int) and ecc > 0:
+                    seen.add(f"{gpu_label(i, gpu)}: {ecc} uncorrected ECC error(s) during the burn-in")
+        for msg in sorted(seen):
+            out.fail(msg)
+
+
+class MatmulBurnin(Check):
+    id = "matmul-burnin"
+    group = "burnin"
+    profiles = ("quick", "standard", "full")
+    needs = ("torch",)
+    measures = (
+        "sustained matmul for durations.burnin_seconds on every device (bf16 per GPU; fp32 single-thread "
+        "workers on the CPU path): rate vs the catalogue floor and vs the node median, bit-exact results "
+        "across repetitions and devices; GPU telemetry (throttle, ECC) sampled during the run"
+    )
+
+    def run(self, ctx: Context) -> CheckResult:
+        cfg = ctx.config
+        out = Outcome(self.id)
+        seconds = cfg.duration("burnin_seconds")
+        if cfg.has_gpu:
+            devices, device_type, dim = cfg.gpu_count, "cuda", cfg.size("matmul_dim")
+            floor_key, unit, scale = "matmul.tflops_min", "TFLOP/s", 1000.0
+            if ctx.nvidia_smi(out) is None:  # nvidia-smi's own reason, before a slow torch start
+                return out.finish("")
+        else:
+            devices, device_type, dim = cfg.size("cpu_workers"), "cpu", cfg.size("cpu_matmul_dim")
+            floor_key, unit, scale = "matmul.cpu_gflops_min", "GFLOP/s", 1.0
+        argv = [
+            ctx.python,
+            ctx.workload("matmul.py"),
+            "--device-type",
+            device_type,
+            "--devices",
+            str(devices),
+            "--dim",
+            str(dim),
+            "--seconds",
+            f"{seconds:g}",
+        ]
+        out.command(argv)
+        timeout = seconds + cfg.duration("workload_timeout_seconds")
+        if cfg.has_gpu:
+            with Telemetry(ctx, cfg.duration("telemetry_interval_seconds")) as telemetry:
+                rc, stdout, stderr = ctx.run(argv, timeout)
+            telemetry.judge(out)
+        else:
+            rc, stdout, stderr = ctx.run(argv, timeout)
+        result = last_json(stdout) if rc == 0 else None
+        if result is None:
+            out.fail(f"matmul workload failed (rc {rc}): {tail(stderr or stdout)}")
+            return out.finish("")
+        found = result.get("devices") or []
+        if len(found) != devices:
+            out.fail(f"matmul workload reported {len(found)} device(s), expected {devices}")
+        gap = float(cfg.thresholds["matmul.median_gap_pct"])  # always set: profiles.DEFAULT_THRESHOLDS
+        judge_matmul(out, found, cfg.threshold(floor_key), floor_key, gap, unit, scale)
+        return out.finish(
+            f"{devices} {device_type} device(s), {seconds:g} s: rates within {gap:g}% of the median, bit-identical"
+        )
+
+
+class DcgmDiag(Check):
+    id = "dcgm-diag"
+    group = "burnin"
+    profiles = ("standard", "full")
+    needs = ("gpu", "dcgm")
+    measures = "dcgmi diag -r 3 (standard) / -r 4 (full) -j: every test passes (read from its JSON)"
+
+    def applies(self, config) -> Optional[str]:
+        reason = needs_gpu(config)
+        if reason:
+            return reason
+        return None if "dcgm" in config.software else "not applicable: NODE.json pins no DCGM (software.dcgm)"
+
+    def run(self, ctx: Context) -> CheckResult:
+        from validators.parsers import PARSERS
+
+        out = Outcome(self.id)
+        level = DCGM_LEVEL[ctx.profile] or 3
+        argv = ["dcgmi", "diag", "-r", str(level), "-j"]
+        out.command(argv)
+        rc, stdout, stderr = ctx.run(argv, ctx.config.duration("workload_timeout_seconds"))
+        if rc == RC_TIMEOUT or (rc != 0 and not stdout.strip()):
+            out.fail(describe_failure(argv, rc, stdout, stderr))
+            return out.finish("")
+        parsed = PARSERS["dcgmi-diag"](stdout)
+        tests = parsed.get("tests") or []
+        out.metric("tests_run", len(tests), "count")
+        for t in tests:
+            out.evidence(
+                f"{t.get('name')}: {t.get('status')}"
+                + (f" ({'; '.join(t.get('messages') or [])})" if t.get("messages") else "")
+            )
+        failed = list(parsed.get("failed") or [])
+        if failed:
+            out.fail(f"dcgmi diag -r {level}: failed {', '.join(failed)}")
+        if not tests:
+            out.fail(f"dcgmi diag -r {level} reported no tests (rc {rc}): {tail(stderr or stdout)}")
+        elif rc != 0 and not failed:
+            out.fail(
+                f"dcgmi diag -r {level} exited rc {rc} (226: NVVS error, 205: isolate the GPU) with no failed test listed"
+            )
+        return out.finish(f"dcgmi diag -r {level}: {len(tests)} test(s) passed")
+
+
+class GpuBurn(Check):
+    id = "gpu-burn"
+    group = "burnin"
+    profiles = ("full",)
+    needs = ("gpu", "gpu-burn")
+    measures = "gpu-burn for durations.burnin_seconds: every GPU reports OK (read from its output; it exits 0 even when a GPU is faulty)"
+
+    def applies(self, config) -> Optional[str]:
+        reason = needs_gpu(config)
+        if reason:
+            return reason
+        return None if config.gpu_burn_path else "not applicable: NODE.json sets no gpu_burn.path"
+
+    def run(self, ctx: Context) -> CheckResult:
+        from validators.parsers import PARSERS
+
+        out = Outcome(self.id)
+        seconds = ctx.config.duration("burnin_seconds")
+        argv = [ctx.config.gpu_burn_path or "gpu_burn", str(int(seconds))]
+        out.command(argv)
+        rc, stdout, stderr = ctx.run(argv, seconds + ctx.config.duration("workload_timeout_seconds"))
+        parsed = PARSERS["gpu-burn"](stdout)
+        gpus = parsed.get("gpus") or []
+        for g in gpus:
+            out.evidence(
+                f"GPU {g.get('index')}: {'OK' if g.get('ok') else 'FAULTY'} errors={g.get('errors')}"
+            )
+            if not g.get("ok"):
+                out.fail(f"gpu-burn: GPU {g.get('index')} FAULTY ({g.get('errors')} errors)")
+        if not parsed.get("complete"):
+            out.fail(f"gpu-burn did not complete (rc {rc}): {tail(stderr or stdout)}")
+        if len(gpus) != ctx.config.gpu_count:
+            out.fail(f"gpu-burn reported {len(gpus)} GPU(s), NODE.json expects {ctx.config.gpu_count}")
+        return out.finish(f"gpu-burn {int(seconds)} s: {len(gpus)} GPU(s) OK")

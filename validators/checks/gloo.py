@@ -1,0 +1,91 @@
+"""gloo-allreduce: the CPU path of the NCCL checks (torch.distributed, gloo backend)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from validators.checks.base import Check, Context
+from validators.checks.checkpoint import last_json, tail
+from validators.result import CheckResult, Outcome
+
+
+class GlooAllreduce(Check):
+    id = "gloo-allreduce"
+    group = "nccl"
+    profiles = ("quick", "standard", "full")
+    needs = ("torch",)
+    measures = (
+        "torch.distributed all_reduce (gloo) of sizes.gloo_bytes between this node and its peers (one rank per "
+        "node, all started by the caller) or, without peers, between sizes.gloo_local_ranks local processes: "
+        "busbw = bytes/time * 2(n-1)/n vs gloo.all_reduce.<N>node.busbw_gbps; every element checked exactly"
+    )
+
+    def applies(self, config) -> Optional[str]:
+        if config.has_gpu:
+            return "not applicable: GPU node; NCCL is measured by nccl-single-node / nccl-multi-node"
+        return None
+
+    def run(self, ctx: Context) -> CheckResult:
+        out = Outcome(self.id)
+        cfg = ctx.config
+        timeout = cfg.duration("peer_timeout_seconds")
+        argv = [
+            ctx.python,
+            ctx.workload("gloo_allreduce.py"),
+            "--bytes",
+            str(cfg.size("gloo_bytes")),
+            "--iterations",
+            str(int(cfg.duration("gloo_iterations"))),
+            "--timeout",
+            f"{timeout:g}",
+        ]
+        if cfg.peers:
+            names = sorted([cfg.node, *[p.name for p in cfg.peers]])
+            addresses = {p.name: p.address for p in cfg.peers}
+            master = names[0]
+            if master == cfg.node:
+                out.evidence(f"this node is rank 0: peers connect to it on port {cfg.gloo_port}")
+                host = "0.0.0.0"  # listen on every interface; peers use this node's address
+            else:
+                host = addresses[master]
+            argv += [
+                "--rank",
+                str(names.index(cfg.node)),
+                "--world-size",
+                str(len(names)),
+                "--master",
+                f"{host}:{cfg.gloo_port}",
+            ]
+            nodes = len(names)
+        else:
+            argv += ["--local-ranks", str(cfg.size("gloo_local_ranks"))]
+            nodes = 1
+        out.command(argv)
+        rc, stdout, stderr = ctx.run(argv, timeout + cfg.duration("workload_timeout_seconds"))
+        result = last_json(stdout)
+        if rc != 0 or result is None or "error" in result:
+            reason = (result or {}).get("error") or tail(stderr or stdout)
+            out.fail(f"gloo all_reduce failed (rc {rc}): {reason}")
+            return out.finish("")
+        if cfg.peers and result.get("rank", 0) != 0:
+            return out.finish("rank > 0: rank 0 reports the bandwidth")
+        busbw = float(result["busbw_gbps"])
+        out.metric("busbw", round(busbw, 4), "GB/s")
+        out.metric("algbw", round(float(result["algbw_gbps"]), 4), "GB/s")
+        out.metric("ranks", result["ranks"], "count")
+        out.metric("message_bytes", result["bytes"], "B")
+        out.evidence(
+            f"{result['ranks']} ranks, {result['bytes']} B x {result['iterations']}: "
+            f"{result['time_us']:.0f} us/op, busbw {busbw:.4f} GB/s, {result['wrong']} wrong"
+        )
+        if result["wrong"]:
+            out.fail(f"{result['wrong']} wrong value(s) after all_reduce")
+        key = f"gloo.all_reduce.{nodes}node.busbw_gbps"
+        floor = cfg.threshold(key)
+        if floor is None:
+            out.warn(f"no threshold {key} in NODE.json; measured {busbw:.4f} GB/s, not judged")
+        else:
+            out.limit(key, floor, "GB/s")
+            if busbw < floor:
+                out.fail(f"busbw {busbw:.4f} GB/s below {floor:g} GB/s ({key})")
+        return out.finish(f"{result['ranks']} ranks, busbw {busbw:.3f} GB/s, no wrong values")

@@ -1,0 +1,191 @@
+"""NCCL bus bandwidth with nccl-tests: single node, and across the peers (full group or pairwise)."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+from validators.checks.base import Check, Context, needs_gpu
+from validators.config import NodeConfig, Peer
+from validators.result import CheckResult, Outcome
+from validators.runner import describe_failure
+
+
+def threshold_keys(collective: str, nodes: int) -> Dict[str, str]:
+    base = f"nccl.{collective}.{nodes}node"
+    return {"busbw": f"{base}.busbw_gbps", "size": f"{base}.message_bytes"}
+
+
+def bench_args(cfg: NodeConfig, collective: str, nodes: int, gpus_per_process: int) -> List[str]:
+    """nccl-tests arguments: sizes, iterations, data check on (-c 1)."""
+    size_key = threshold_keys(collective, nodes)["size"]
+    top = max(cfg.size("nccl_max_bytes"), int(cfg.thresholds.get(size_key, 0)))
+    return [
+        os.path.join(cfg.nccl_tests_dir, f"{collective}_perf"),
+        "-b", str(cfg.size("nccl_min_bytes")), "-e", str(top), "-f", "2",
+        "-g", str(gpus_per_process),
+        "-n", str(int(cfg.duration("nccl_iterations"))), "-w", str(int(cfg.duration("nccl_warmup_iterations"))),
+        "-c", "1",
+    ]  # fmt: skip
+
+
+def judge_nccl(
+    out: Outcome,
+    cfg: NodeConfig,
+    collective: str,
+    nodes: int,
+    label: str,
+    rc: int,
+    stdout: str,
+    stderr: str,
+    argv: Sequence[str],
+) -> Optional[float]:
+    """Record and judge one nccl-tests run; return the busbw judged (GB/s) or None."""
+    from validators.parsers import PARSERS
+
+    parsed = PARSERS["nccl-tests"](stdout)
+    rows = parsed.get("rows") or []
+    for line in (parsed.get("errors") or [])[:5]:
+        out.evidence(f"{label}: {line}")
+    if rc != 0:
+        out.fail(f"{label}: {describe_failure(argv, rc, stdout, stderr)}")
+    # Integer #wrong counts; the old float `error` column is judged by the footer's out-of-bounds count.
+    wrong = [
+        r
+        for r in rows
+        for side in ("out_of_place", "in_place")
+        if isinstance((r.get(side) or {}).get("wrong"), int) and r[side]["wrong"] > 0
+    ]
+    if wrong:
+        sizes = sorted({r.get("size") for r in wrong})
+        out.fail(f"{label}: wrong values at {len(sizes)} message size(s), e.g. {sizes[-1]} B")
+    oob = parsed.get("out_of_bounds")
+    if isinstance(oob, int) and oob > 0:
+        out.fail(f"{label}: {oob} out-of-bounds values (# Out of bounds values : {oob} FAILED)")
+    if not parsed.get("complete"):
+        out.fail(f"{label}: the run did not reach its footer (it died mid-run)")
+    if not rows:
+        if rc == 0 and parsed.get("complete"):
+            out.fail(f"{label}: no result rows in the output")
+        return None
+    keys = threshold_keys(collective, nodes)
+    size_min = cfg.thresholds.get(keys["size"])
+    judged = [r for r in rows if size_min is None or (r.get("size") or 0) >= size_min]
+    if size_min is None:
+        judged = [max(rows, key=lambda r: r.get("size") or 0)]
+    if not judged:
+        out.fail(
+            f"{label}: no row at or above {int(size_min)} B ({keys['size']}); largest was {max(r.get('size') or 0 for r in rows)} B"
+        )
+        return None
+    busbw = min(((r.get("out_of_place") or {}).get("busbw") or 0.0) for r in judged)
+    top = max(judged, key=lambda r: r.get("size") or 0)
+    out.metric(f"{label}.busbw", busbw, "GB/s")
+    out.metric(f"{label}.message_bytes", top.get("size"), "B")
+    out.evidence(f"{label}: busbw {busbw:g} GB/s at {', '.join(str(r.get('size')) for r in judged)} B")
+    floor = cfg.threshold(keys["busbw"])
+    if floor is None:
+        out.warn(f"{label}: no threshold {keys['busbw']} in NODE.json; measured {busbw:g} GB/s, not judged")
+    else:
+        out.limit(keys["busbw"], floor, "GB/s")
+        if busbw < floor:
+            out.fail(
+                f"{label}: busbw {busbw:g} GB/s below {floor:g} GB/s ({keys['busbw']}) at {top.get('size')} B"
+            )
+    return busbw
+
+
+class NcclSingleNode(Check):
+    id = "nccl-single-node"
+    group = "nccl"
+    profiles = ("quick", "standard", "full")
+    needs = ("gpu", "nccl-tests")
+    measures = (
+        "nccl-tests all_reduce/all_gather/reduce_scatter/alltoall across this node's GPUs: busbw at the "
+        "largest sizes vs nccl.<collective>.1node.busbw_gbps; wrong values, a missing footer or a non-zero exit fail"
+    )
+
+    def applies(self, config) -> Optional[str]:
+        reason = needs_gpu(config)
+        if reason:
+            return reason
+        return (
+            None if config.gpu_count > 1 else "not applicable: one GPU has no intra-node collective to test"
+        )
+
+    def run(self, ctx: Context) -> CheckResult:
+        out = Outcome(self.id)
+        cfg = ctx.config
+        if ctx.nvidia_smi(out) is None:
+            return out.finish("")
+        timeout = cfg.duration("workload_timeout_seconds")
+        for collective in cfg.nccl_collectives:
+            argv = bench_args(cfg, collective, 1, cfg.gpu_count)
+            out.command(argv)
+            rc, stdout, stderr = ctx.run(argv, timeout)
+            judge_nccl(out, cfg, collective, 1, collective, rc, stdout, stderr, argv)
+        return out.finish(
+            f"{', '.join(cfg.nccl_collectives)} on {cfg.gpu_count} GPUs at or above threshold, no wrong values"
+        )
+
+
+def launcher_argv(cfg: NodeConfig, peers: Sequence[Peer]) -> List[str]:
+    """NODE.json nccl.launcher with {nodes} {peer_addresses} {nnodes} {ranks} {gpus_per_node} filled in."""
+    names = [cfg.node, *[p.name for p in peers]]
+    fill = {
+        "nodes": ",".join(names),
+        "peer_addresses": ",".join(p.address for p in peers),
+        "nnodes": str(len(names)),
+        "ranks": str(len(names) * cfg.gpu_count),
+        "gpus_per_node": str(cfg.gpu_count),
+    }
+    return [arg.format(**fill) for arg in cfg.nccl_launcher]
+
+
+class NcclMultiNode(Check):
+    id = "nccl-multi-node"
+    group = "nccl"
+    profiles = ("standard", "full")
+    needs = ("gpu", "nccl-tests", "peers")
+    measures = (
+        "nccl-tests across this node and its peers through NODE.json nccl.launcher (srun/mpirun, one rank per GPU): "
+        "busbw vs nccl.<collective>.<N>node.busbw_gbps; with nccl.pairwise, one 2-node run per peer names the slow node"
+    )
+
+    def applies(self, config) -> Optional[str]:
+        reason = needs_gpu(config)
+        if reason:
+            return reason
+        return None if config.peers else "not applicable: NODE.json lists no peers"
+
+    def run(self, ctx: Context) -> CheckResult:
+        out = Outcome(self.id)
+        cfg = ctx.config
+        if not cfg.nccl_launcher:
+            out.fail(
+                'NODE.json lists peers but no nccl.launcher (e.g. ["srun", "-N", "{nnodes}", "--ntasks-per-node={gpus_per_node}"])'
+            )
+            return out.finish("")
+        groups = [[p] for p in cfg.peers] if cfg.nccl_pairwise else [list(cfg.peers)]
+        timeout = cfg.duration("workload_timeout_seconds")
+        slow: List[str] = []
+        for group in groups:
+            nodes = 1 + len(group)
+            label = (
+                f"all_reduce.{cfg.node}+{'+'.join(p.name for p in group)}"
+                if cfg.nccl_pairwise
+                else f"all_reduce.{nodes}node"
+            )
+            argv = [*launcher_argv(cfg, group), *bench_args(cfg, "all_reduce", nodes, 1)]
+            out.command(argv)
+            rc, stdout, stderr = ctx.run(argv, timeout)
+            before = len(out.failures)
+            judge_nccl(out, cfg, "all_reduce", nodes, label, rc, stdout, stderr, argv)
+            if cfg.nccl_pairwise and len(out.failures) > before:
+                slow.append(group[0].name)
+        if cfg.nccl_pairwise and slow:
+            if len(slow) == len(cfg.peers) and len(slow) > 1:
+                out.fail(f"every pair with {cfg.node} is slow or failing: suspect {cfg.node} itself")
+            else:
+                out.fail(f"slow or failing pairs with: {', '.join(slow)} (suspect those nodes)")
+        return out.finish(f"all_reduce across {1 + len(cfg.peers)} nodes at or above threshold")

@@ -1,0 +1,182 @@
+"""Preflight: pinned software versions, and the Python runtime the suite runs on."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from validators.checks.base import Check, Context
+from validators.result import CheckResult, Outcome
+from validators.runner import RC_NOT_FOUND, describe_failure
+
+# Where each pinned component's version is read from, as package-name globs (dpkg or rpm).
+# NODE.json ``packages`` replaces an entry. Sources: NVIDIA CUDA repo package names
+# (cuda-toolkit-12-8, libnccl2, nvidia-fabricmanager-570, datacenter-gpu-manager-4-core),
+# Debian non-free (nvidia-smi, nvidia-cuda-toolkit), Debian/SchedMD Slurm (slurmd, slurm-wlm).
+DEFAULT_PACKAGES: Dict[str, List[str]] = {
+    "driver": ["nvidia-driver", "nvidia-driver-[0-9]*", "nvidia-smi"],
+    "cuda": ["cuda-toolkit-[0-9]*", "nvidia-cuda-toolkit"],
+    "nccl": ["libnccl2"],
+    "fabric_manager": ["nvidia-fabricmanager-[0-9]*", "nvidia-fabricmanager"],
+    "dcgm": ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager"],
+    "nvidia_container_toolkit": ["nvidia-container-toolkit"],
+    "enroot": ["enroot"],
+    "slurm": ["slurmd", "slurm-wlm", "slurm"],
+}
+EFA_INSTALLED = "/opt/amazon/efa_installed_packages"
+_EFA_RE = re.compile(r"#\s*EFA installer version:\s*([0-9][0-9.]*)", re.IGNORECASE)
+_DPKG_FORMAT = "${Package}\t${Version}\t${db:Status-Abbrev}\n"
+
+
+def upstream_version(version: str) -> str:
+    """``1:4.2.3-1`` -> ``4.2.3``; ``11.8.89~11.8.0-5~deb12u1`` -> ``11.8.89``;
+    ``2.26.2-1+cuda12.8`` -> ``2.26.2``: drop the epoch and the distribution revision."""
+    v = version.split(":", 1)[1] if re.match(r"^\d+:", version) else version
+    return re.split(r"[-~+]", v, maxsplit=1)[0]
+
+
+def version_matches(expected: str, found: str) -> bool:
+    """Equal, or ``expected`` names fewer components (``12.8`` matches ``12.8.1``)."""
+    up = upstream_version(found)
+    return up == expected or up.startswith(expected + ".")
+
+
+class SoftwareVersions(Check):
+    id = "software-versions"
+    group = "preflight"
+    profiles = ("quick", "standard", "full")
+    needs = ()
+    measures = (
+        "driver (nvidia-smi), CUDA, NCCL, fabric manager, DCGM, Slurm package versions (dpkg-query/rpm) "
+        "and the EFA installer version against NODE.json software pins"
+    )
+
+    def applies(self, config) -> Optional[str]:
+        return None if config.software else "not applicable: NODE.json pins no software versions"
+
+    def run(self, ctx: Context) -> CheckResult:
+        out = Outcome(self.id)
+        cfg = ctx.config
+        checked = 0
+        for component, expected in sorted(cfg.software.items()):
+            found = self._read(ctx, out, component)
+            if found is None:
+                continue
+            checked += 1
+            versions, where = found
+            if not versions:
+                if cfg.has_gpu:
+                    out.fail(f"{component}: expected {expected}, not installed ({where})")
+                else:
+                    out.evidence(f"{component}: not installed ({where}); not required on a node without GPU")
+                continue
+            if any(version_matches(expected, v) for v in versions):
+                out.evidence(f"{component}: {expected} ok ({where}: {', '.join(versions)})")
+            else:
+                out.fail(f"{component}: expected {expected}, found {', '.join(versions)} ({where})")
+        out.metric("components_checked", checked, "count")
+        return out.finish(f"{checked} pinned component(s) match NODE.json")
+
+    def _read(self, ctx: Context, out: Outcome, component: str) -> Optional[Tuple[List[str], str]]:
+        """(versions found, where read) or None when this component cannot be read here."""
+        cfg = ctx.config
+        if component == "driver" and cfg.has_gpu and "driver" not in cfg.packages:
+            argv = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+            out.command(argv)
+            rc, stdout, stderr = ctx.run(argv)
+            if rc != 0:
+                out.fail(f"driver: cannot read the version: {describe_failure(argv, rc, stdout, stderr)}")
+                return None
+            return sorted({line.strip() for line in stdout.splitlines() if line.strip()}), "nvidia-smi"
+        if component == "efa_installer":
+            return self._efa(ctx, out)
+        patterns = cfg.packages.get(component) or DEFAULT_PACKAGES.get(component)
+        if not patterns:
+            out.evidence(
+                f"{component}: no package known to read its version from; set NODE.json packages.{component}"
+            )
+            if cfg.has_gpu:
+                out.warn(f"{component}: pinned but not checkable (set packages.{component} in NODE.json)")
+            return None
+        versions = query_packages(ctx, out, patterns)
+        if versions is None:
+            return None
+        return [v for _, v in versions], "packages " + ", ".join(patterns)
+
+    def _efa(self, ctx: Context, out: Outcome) -> Optional[Tuple[List[str], str]]:
+        argv = ["cat", EFA_INSTALLED]
+        out.command(argv)
+        rc, stdout, _ = ctx.run(argv)
+        if rc != 0:
+            return [], EFA_INSTALLED + " missing"
+        m = _EFA_RE.search(stdout)
+        if not m:
+            out.fail(f"efa_installer: {EFA_INSTALLED} has no '# EFA installer version:' line")
+            return None
+        return [m.group(1)], EFA_INSTALLED
+
+
+def query_packages(ctx: Context, out: Outcome, patterns: Sequence[str]) -> Optional[List[Tuple[str, str]]]:
+    """Installed (name, version) pairs matching the globs, via dpkg-query, else rpm."""
+    argv = ["dpkg-query", "-W", "-f", _DPKG_FORMAT, *patterns]
+    out.command(argv)
+    rc, stdout, stderr = ctx.run(argv)
+    if rc == RC_NOT_FOUND:
+        return _rpm(ctx, out, patterns)
+    # dpkg-query exits 1 when some pattern matches nothing; the rest is still printed.
+    if rc not in (0, 1):
+        out.fail(describe_failure(argv, rc, stdout, stderr))
+        return None
+    found = []
+    for line in stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2].startswith("ii") and parts[1]:
+            found.append((parts[0], parts[1]))
+    return found
+
+
+def _rpm(ctx: Context, out: Outcome, patterns: Sequence[str]) -> Optional[List[Tuple[str, str]]]:
+    argv = ["rpm", "-qa", "--qf", "%{NAME}\t%{VERSION}-%{RELEASE}\n", *patterns]
+    out.command(argv)
+    rc, stdout, stderr = ctx.run(argv)
+    if rc != 0:
+        out.fail("cannot list packages: dpkg-query not found; " + describe_failure(argv, rc, stdout, stderr))
+        return None
+    return [tuple(line.split("\t", 1)) for line in stdout.splitlines() if "\t" in line]  # type: ignore[misc]
+
+
+class PythonRuntime(Check):
+    id = "python-runtime"
+    group = "preflight"
+    profiles = ("quick", "standard", "full")
+    needs = ()
+    measures = "the Python running the suite is >= 3.9 and, where NODE.json pins torch, torch imports at that version"
+
+    def run(self, ctx: Context) -> CheckResult:
+        out = Outcome(self.id)
+        version = sys.version.split()[0]
+        out.metric("python_version", float("%d.%d" % sys.version_info[:2]), "version")
+        out.evidence(f"python {version} at {ctx.python}")
+        out.command("sys.version_info; importlib.metadata.version('torch')")
+        if sys.version_info < (3, 9):
+            out.fail(f"Python {version} is older than 3.9, the oldest this suite supports")
+        # Read torch's installed version without importing it (an import costs seconds).
+        try:
+            torch_version: Optional[str] = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            torch_version = None
+        pinned = ctx.config.software.get("torch")
+        if torch_version is None:
+            msg = f"torch is not installed for {ctx.python}; the burn-in, gloo and checkpoint checks need it"
+            # Only a pin makes it this check's failure; the checks that need torch fail on their own.
+            if pinned:
+                out.fail(msg)
+            else:
+                out.warn(msg)
+        else:
+            out.evidence(f"torch {torch_version}")
+            if pinned and not version_matches(pinned, torch_version):
+                out.fail(f"torch: expected {pinned}, found {torch_version}")
+        return out.finish(f"Python {version}" + (f", torch {torch_version}" if torch_version else ""))

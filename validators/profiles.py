@@ -1,0 +1,106 @@
+"""The three profiles and their default durations and sizes.
+
+This is the one place defaults live; NODE.json's ``durations`` and ``sizes`` override any of
+them (SCHEMA.md lists every key). Which checks a profile runs is declared by each check
+(``Check.profiles``), so the registry stays the single list of checks.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Union
+
+PROFILES = ("quick", "standard", "full")
+
+Number = Union[int, float]
+
+# Seconds / counts. quick fits a Slurm prolog-sized window; standard ~ a maintenance slot.
+DEFAULT_DURATIONS: Dict[str, Dict[str, Number]] = {
+    "quick": {
+        "burnin_seconds": 30,
+        "nccl_iterations": 5,
+        "nccl_warmup_iterations": 2,
+        "gloo_iterations": 5,
+        "checkpoint_steps": 6,
+        "telemetry_interval_seconds": 5,
+        "pcie_load_seconds": 5,
+        "command_timeout_seconds": 60,
+        "workload_timeout_seconds": 600,
+        "peer_timeout_seconds": 120,
+    },
+    "standard": {
+        "burnin_seconds": 300,
+        "nccl_iterations": 20,
+        "nccl_warmup_iterations": 5,
+        "gloo_iterations": 20,
+        "checkpoint_steps": 8,
+        "telemetry_interval_seconds": 10,
+        "pcie_load_seconds": 10,
+        "command_timeout_seconds": 120,
+        "workload_timeout_seconds": 3600,
+        "peer_timeout_seconds": 300,
+    },
+    "full": {
+        "burnin_seconds": 1800,
+        "nccl_iterations": 50,
+        "nccl_warmup_iterations": 5,
+        "gloo_iterations": 50,
+        "checkpoint_steps": 20,
+        "telemetry_interval_seconds": 10,
+        "pcie_load_seconds": 10,
+        "command_timeout_seconds": 120,
+        "workload_timeout_seconds": 10800,
+        "peer_timeout_seconds": 300,
+    },
+}
+
+_MIB = 1 << 20
+_GIB = 1 << 30
+
+# Message sizes, matrix dimensions, worker counts.
+DEFAULT_SIZES: Dict[str, Dict[str, Number]] = {
+    "quick": {
+        "nccl_min_bytes": 1 * _GIB,
+        "nccl_max_bytes": 4 * _GIB,
+        "gloo_bytes": 16 * _MIB,
+        "gloo_local_ranks": 2,
+        "matmul_dim": 8192,
+        "cpu_matmul_dim": 256,
+        "cpu_workers": 2,
+        "storage_test_bytes": 16 * _MIB,
+        "checkpoint_width": 256,
+        "checkpoint_world_size": 1,
+    },
+    "standard": {
+        "nccl_min_bytes": 256 * _MIB,
+        "nccl_max_bytes": 8 * _GIB,
+        "gloo_bytes": 64 * _MIB,
+        "gloo_local_ranks": 2,
+        "matmul_dim": 8192,
+        "cpu_matmul_dim": 512,
+        "cpu_workers": 2,
+        "storage_test_bytes": 256 * _MIB,
+        "checkpoint_width": 1024,
+        "checkpoint_world_size": 1,
+    },
+    "full": {
+        "nccl_min_bytes": 64 * _MIB,
+        "nccl_max_bytes": 16 * _GIB,
+        "gloo_bytes": 256 * _MIB,
+        "gloo_local_ranks": 2,
+        "matmul_dim": 8192,
+        "cpu_matmul_dim": 512,
+        "cpu_workers": 4,
+        "storage_test_bytes": 1 * _GIB,
+        "checkpoint_width": 2048,
+        "checkpoint_world_size": 1,
+    },
+}
+
+# Thresholds with a default that does not depend on the hardware (the rest come from the
+# catalogue through NODE.json). 5 %: GPUs within one node differ by ~5 % (REFERENCE.md).
+DEFAULT_THRESHOLDS: Dict[str, float] = {
+    "matmul.median_gap_pct": 5.0,
+}
+
+# dcgmi diag run level per profile (quick runs none: -r 3 takes ~15 min).
+DCGM_LEVEL = {"quick": 0, "standard": 3, "full": 4}

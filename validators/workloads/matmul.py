@@ -1,0 +1,101 @@
+"""Sustained matmul on every device, for matmul-burnin.
+
+One process per device (a GPU, or on the CPU path a single-threaded worker). Each computes the
+same product A @ B from the same seed for ``--seconds``, compares every repetition's result with
+its first one bit for bit, and reports its rate and a sha256 of the result so the caller can
+compare devices. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import warnings
+from typing import Any, Dict, List
+
+warnings.filterwarnings("ignore")
+
+
+def worker(index: int, device_type: str, dim: int, seconds: float, queue: Any) -> None:
+    try:
+        queue.put(_work(index, device_type, dim, seconds))
+    except Exception as exc:  # reported, not raised: the parent must name the device
+        queue.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _work(index: int, device_type: str, dim: int, seconds: float) -> Dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(1)
+    if device_type == "cuda":
+        device = torch.device("cuda", index)
+        torch.cuda.set_device(device)
+        dtype = torch.bfloat16
+        sync = torch.cuda.synchronize
+    else:
+        device, dtype = torch.device("cpu"), torch.float32
+
+        def sync() -> None:
+            return None
+
+    gen = torch.Generator().manual_seed(4242)
+    a = torch.randn(dim, dim, generator=gen).to(device=device, dtype=dtype)
+    b = torch.randn(dim, dim, generator=gen).to(device=device, dtype=dtype)
+    first = a @ b  # warm-up, and the reference every repetition must equal
+    sync()
+    reps = mismatches = 0
+    start = time.perf_counter()
+    while True:
+        c = a @ b
+        reps += 1
+        if not torch.equal(c, first):
+            mismatches += 1
+        if reps % 4 == 0:
+            sync()
+            if time.perf_counter() - start >= seconds:
+                break
+    sync()
+    elapsed = time.perf_counter() - start
+    data = first.to("cpu").contiguous().clone()
+    return {
+        "index": index,
+        "reps": reps,
+        "seconds": elapsed,
+        "gflops": 2.0 * dim**3 * reps / elapsed / 1e9,
+        "mismatches": mismatches,
+        "digest": hashlib.sha256(bytes(data.untyped_storage())).hexdigest(),
+        "dtype": str(dtype).replace("torch.", ""),
+    }
+
+
+def main(argv: List[str]) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device-type", choices=("cpu", "cuda"), required=True)
+    ap.add_argument("--devices", type=int, required=True)
+    ap.add_argument("--dim", type=int, required=True)
+    ap.add_argument("--seconds", type=float, required=True)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=worker, args=(i, args.device_type, args.dim, args.seconds, queue))
+        for i in range(args.devices)
+    ]
+    for p in procs:
+        p.start()
+    results = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    results.sort(key=lambda r: r["index"])
+    print(json.dumps({"device_type": args.device_type, "dim": args.dim, "devices": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
