@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict
 
 from validators.parsers.dcgm import parse_dcgmi_diag
+from validators.parsers.gpu_burn import parse_gpu_burn
 from validators.parsers.nccl_tests import parse_nccl_tests
 from validators.parsers.nvidia_smi import parse_nvidia_smi
 from validators.parsers.topo import parse_nvidia_smi_topo
@@ -14,6 +15,7 @@ PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "nvidia-smi": parse_nvidia_smi,
     "dcgmi-diag": parse_dcgmi_diag,
     "nvidia-smi-topo": parse_nvidia_smi_topo,
+    "gpu-burn": parse_gpu_burn,
 }
 
-__all__ = ["PARSERS", "parse_dcgmi_diag", "parse_nccl_tests", "parse_nvidia_smi", "parse_nvidia_smi_topo"]
+__all__ = ["PARSERS", "parse_dcgmi_diag", "parse_gpu_burn", "parse_nccl_tests", "parse_nvidia_smi", "parse_nvidia_smi_topo"]
