@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 import yaml
 from pydantic import ValidationError
@@ -115,30 +115,23 @@ def _schema_findings(exc: ValidationError, data: Any, file: str, lines: LineMap)
 
 def _known_fields(loc: tuple[Any, ...], data: Any) -> list[str]:
     """Field names of the model at ``loc`` (for did-you-mean on unknown keys)."""
+    from clusterforge.spec import models as m
+
+    union_tags = {"aws": m.AwsProvider, "local": m.LocalProvider, "static": m.StaticProvider}
     model: Any = ClusterSpec
-    node = data
+    previous: Any = None
+    key_next = False
     for part in loc:
-        if isinstance(part, int):
-            node = node[part] if isinstance(node, list) and part < len(node) else None
-            continue
-        if (
-            part in ("aws", "local", "static")
-            and model is not None
-            and "kind" not in getattr(model, "model_fields", {})
-        ):
-            from clusterforge.spec import models as m
-
-            model = {"aws": m.AwsProvider, "local": m.LocalProvider, "static": m.StaticProvider}[part]
-            continue
-        node = node.get(part) if isinstance(node, dict) else None
-        field_info = getattr(model, "model_fields", {}).get(part)
-        model = _inner_model(field_info.annotation) if field_info else None
-        if model is None and isinstance(node, dict) and "kind" in node:
-            from clusterforge.spec import models as m
-
-            model = {"aws": m.AwsProvider, "local": m.LocalProvider, "static": m.StaticProvider}.get(
-                node["kind"]
-            )
+        if isinstance(part, int) or key_next:
+            key_next = False
+            continue  # list index or a user's dict key (a profile name): same item model
+        if previous == "provider" and part in union_tags:
+            model = union_tags[part]  # pydantic names the union member it tried
+        else:
+            field_info = getattr(model, "model_fields", {}).get(part)
+            model = _inner_model(field_info.annotation) if field_info else None
+            key_next = field_info is not None and get_origin(field_info.annotation) is dict
+        previous = part
     return list(getattr(model, "model_fields", {})) if model else []
 
 

@@ -1,0 +1,174 @@
+"""The hardware catalogue: every figure sourced, AWS figures equal to DescribeInstanceTypes,
+thresholds consistent with the hardware they describe."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from clusterforge.catalog import load_hardware
+from clusterforge.catalog.hardware import HARDWARE_FILE, Thresholds, read_hardware
+
+HW = load_hardware()
+AWS_TYPES = HW.names(provider="aws")
+REQUIRED = {
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "p6-b200.48xlarge",
+    "g5.xlarge",
+    "m7i.xlarge",
+    "m7i.4xlarge",
+    "local",
+}
+
+
+@pytest.fixture(scope="module")
+def describe_instance_types() -> dict:
+    """AWS's own DescribeInstanceTypes data as moto ships it (the source the catalogue cites)."""
+    moto = pytest.importorskip("moto")
+    path = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
+    with gzip.open(path) as fh:
+        return json.load(fh)
+
+
+def network_performance_gbps(text: str) -> float:
+    """AWS's NetworkPerformance text: '3200 Gigabit', '4x 100 Gigabit', 'Up to 12.5 Gigabit'."""
+    match = re.fullmatch(r"(?:Up to )?(?:(\d+)x )?([\d.]+) Gigabit", text)
+    assert match, text
+    return float(match.group(2)) * int(match.group(1) or 1)
+
+
+def test_network_performance_text() -> None:
+    assert network_performance_gbps("4x 100 Gigabit") == 400
+    assert network_performance_gbps("Up to 12.5 Gigabit") == 12.5
+    assert network_performance_gbps("3200 Gigabit") == 3200
+
+
+def test_required_types_present() -> None:
+    assert set(HW.names()) >= REQUIRED
+
+
+def test_every_section_cites_declared_sources() -> None:
+    for it in HW.instance_types.values():
+        sections = [it.source, it.network.source]
+        if it.gpu:
+            sections.append(it.gpu.source)
+        if it.thresholds.matmul_tflops_min or it.thresholds.cpu_matmul_gflops_min:
+            sections.append(it.thresholds.source)
+        sections += [t.source for t in it.thresholds.nccl]
+        for refs in sections:
+            assert refs, f"{it.name}: a section has no source"
+            assert all(ref in HW.sources and HW.sources[ref].strip() for ref in refs)
+
+
+def test_undeclared_source_is_rejected(tmp_path: Path) -> None:
+    data = yaml.safe_load(HARDWARE_FILE.read_text())
+    data["instance_types"]["g5.xlarge"]["network"]["source"] = ["a-blog-somewhere"]
+    path = tmp_path / "hardware.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValidationError, match="g5.xlarge: source id 'a-blog-somewhere' is not declared"):
+        read_hardware(path)
+
+
+@pytest.mark.parametrize("name", AWS_TYPES)
+def test_aws_figures_match_describe_instance_types(describe_instance_types: dict, name: str) -> None:
+    it = HW[name]
+    aws = describe_instance_types[name]
+    net = aws["NetworkInfo"]
+    assert it.vcpus == aws["VCpuInfo"]["DefaultVCpus"]
+    assert it.memory_mib == aws["MemoryInfo"]["SizeInMiB"]
+    assert it.network.network_cards == net["MaximumNetworkCards"]
+    assert it.network.enis_max == net["MaximumNetworkInterfaces"]
+    assert it.network.efa_interfaces == (net.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)
+    assert it.network.bandwidth_gbps == network_performance_gbps(net["NetworkPerformance"])
+    gpus = (aws.get("GpuInfo") or {}).get("Gpus", [])
+    if it.gpu is None:
+        assert gpus == []
+    else:
+        (gpu,) = gpus
+        assert (it.gpu.model, it.gpu.count, it.gpu.memory_mib) == (
+            gpu["Name"],
+            gpu["Count"],
+            gpu["MemoryInfo"]["SizeInMiB"],
+        )
+
+
+def test_figures_the_issue_states() -> None:
+    assert (HW["p5.48xlarge"].network.efa_interfaces, HW["p5.48xlarge"].network.network_cards) == (32, 32)
+    assert (HW["p4d.24xlarge"].network.efa_interfaces, HW["p4d.24xlarge"].network.network_cards) == (4, 4)
+    assert HW["p5en.48xlarge"].network.network_cards == 16
+    assert not HW["g5.xlarge"].has_efa
+    assert HW["p5.48xlarge"].gpu and HW["p5.48xlarge"].gpu.memory_gib == 80.0
+    assert HW["local"].container and HW["local"].gpu is None and HW["local"].provider == "local"
+
+
+ARCH_OF = {"A100": "sm_80", "A10G": "sm_86", "H100": "sm_90", "H200": "sm_90", "B200": "sm_100"}
+NVLINKS = {"A100": 12, "A10G": 0, "H100": 18, "H200": 18, "B200": 18}
+
+
+@pytest.mark.parametrize("name", [n for n in HW.names() if HW[n].gpu])
+def test_gpu_architecture_and_nvlink(name: str) -> None:
+    gpu = HW[name].gpu
+    assert gpu is not None
+    assert gpu.architecture == ARCH_OF[gpu.model]
+    assert gpu.nvlink_links_per_gpu == NVLINKS[gpu.model]
+    assert gpu.nvswitch is (gpu.count == 8), "the 8-GPU HGX boards have NVSwitch; single-GPU types do not"
+
+
+@pytest.mark.parametrize("name", HW.names())
+def test_thresholds_consistent_with_the_hardware(name: str) -> None:
+    it = HW[name]
+    th = it.thresholds
+    if it.gpu:
+        assert th.matmul_tflops_min is not None and th.matmul_tflops_min < it.gpu.peak_bf16_tflops
+        assert th.cpu_matmul_gflops_min is None
+    else:
+        assert th.matmul_tflops_min is None
+    if it.container:
+        assert th.cpu_matmul_gflops_min is not None
+    if it.gpu is None and not it.container:
+        assert th.nccl == [], "CPU-only types are not certified with NCCL"
+    keys = [t.key for t in th.nccl]
+    assert len(keys) == len(set(keys)), "one floor per collective and node count"
+    for t in th.nccl:
+        assert t.message_bytes >= 1 << 20, "floors on small messages measure latency, not bandwidth"
+        if it.gpu and it.gpu.count == 1:
+            pytest.fail("all_reduce busbw is 0 with one rank: no NCCL floor on a single-GPU type")
+        if t.nodes >= 2:
+            assert it.has_efa or it.container, "a multi-node floor needs a fabric"
+    if it.gpu and it.gpu.count > 1:
+        assert any(t.nodes == 1 and t.collective == "all_reduce" for t in th.nccl)
+    if it.has_efa:
+        assert any(t.nodes == 2 for t in th.nccl)
+
+
+def test_threshold_keys() -> None:
+    p5 = HW["p5.48xlarge"].thresholds
+    assert Thresholds.threshold_key("nccl", "all_reduce", 2) == "nccl.all_reduce.2node.busbw_gbps"
+    assert p5.values() == {
+        "nccl.all_reduce.1node.busbw_gbps": 400.0,
+        "nccl.all_reduce.2node.busbw_gbps": 350.0,
+        "matmul.tflops_min": 640.0,
+    }
+    merged = p5.with_overrides({"matmul.tflops_min": 600.0, "not.a.key": 1.0})
+    assert merged["matmul.tflops_min"] == 600.0 and "not.a.key" not in merged
+    assert HW["local"].thresholds.values()["matmul.cpu_gflops_min"] == 1.0
+    with pytest.raises(ValueError):
+        Thresholds.threshold_key("flops")
+
+
+def test_lookup_api() -> None:
+    assert HW.get("p5.48xlarg") is None
+    with pytest.raises(KeyError):
+        HW["p5.48xlarg"]
+    assert "local" in HW and HW.names(provider="local") == ["local"]
+    assert load_hardware() is HW  # cached
