@@ -1,0 +1,118 @@
+"""Container nodes for real: systemd as PID 1, names on the stack network, shared volume,
+labels, idempotent create, and a destroy that takes exactly its own stack."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from ipaddress import ip_address
+
+import pytest
+
+from clusterforge.providers.local import nodes as nodes_mod
+from clusterforge.providers.local.preflight import run_preflight
+from tests.fixtures.nodes import LocalStack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def two(container_stack: Callable[..., LocalStack]) -> LocalStack:
+    return container_stack(2)
+
+
+def test_nodes_run_systemd_and_have_addresses_in_the_stack_network(two: LocalStack) -> None:
+    assert [n.name for n in two.nodes] == ["node-001", "node-002"]
+    cidr = two.spec.provider.network_cidr
+    for node in two.nodes:
+        assert node.state == "running"
+        assert ip_address(node.address) in cidr
+        assert two.exec(node.name, "systemctl", "is-system-running").strip() == "running"
+        assert two.exec(node.name, "cat", "/proc/1/comm").strip() == "systemd"
+        assert two.exec(node.name, "hostname").strip() == node.name
+        assert node.connection["ansible_connection"] == "containers.podman.podman"
+        assert node.connection["ansible_host"] == f"{two.spec.stack}-{node.name}"
+    assert len({n.address for n in two.nodes}) == 2
+
+
+def test_nodes_reach_each_other_by_name(two: LocalStack) -> None:
+    out = two.exec("node-001", "ping", "-c", "1", "-W", "5", "node-002")
+    assert f"({two.node('node-002').address})" in out and "1 received" in out
+    out = two.exec("node-002", "ping", "-c", "1", "-W", "5", "node-001")
+    assert "1 received" in out
+
+
+def test_shared_volume_is_shared(two: LocalStack) -> None:
+    mount = two.spec.storage.shared_volume.mount_point
+    two.exec("node-001", "sh", "-c", f"echo written-by-node-001 > {mount}/probe")
+    assert two.exec("node-002", "cat", f"{mount}/probe").strip() == "written-by-node-001"
+
+
+def test_labels_name_stack_node_pool_and_role(two: LocalStack) -> None:
+    engine = two.engine()
+    info = engine.json("container", "inspect", *(n.provider_id for n in two.nodes))
+    labels = {i["Config"]["Labels"]["clusterforge.node"]: i["Config"]["Labels"] for i in info}
+    for node in two.nodes:
+        assert labels[node.name]["clusterforge.stack"] == two.spec.stack
+        assert labels[node.name]["clusterforge.pool"] == "node"
+        assert labels[node.name]["clusterforge.role"] == "gpu"
+
+
+def test_create_again_keeps_running_nodes_and_restarts_a_stopped_one(two: LocalStack) -> None:
+    assert {p.action for p in two.provider.plan(two.spec)} == {"keep"}
+    engine = two.engine()
+    engine.run("stop", "-t", "0", two.node("node-002").provider_id)  # the node dies (SIGKILL at once)
+    plan = {p.name: p.action for p in two.provider.plan(two.spec)}
+    assert plan == {"node-001": "keep", "node-002": "start"}
+    events: list[tuple[str, str]] = []
+    again = two.provider.create(two.spec, lambda node, message: events.append((node, message)))
+    assert [n.provider_id for n in again] == [n.provider_id for n in two.nodes]
+    assert all(n.state == "running" for n in again)
+    assert ("node-001", "already running") in events
+    assert any(node == "node-002" and message.startswith("starting existing") for node, message in events)
+    assert two.exec("node-002", "systemctl", "is-system-running").strip() == "running"
+    two.nodes = again
+
+
+def test_destroy_takes_exactly_its_stack(container_stack: Callable[..., LocalStack]) -> None:
+    doomed = container_stack(1)
+    engine = doomed.engine()
+    # A decoy whose stack name starts with ours: a prefix match would take it.
+    decoy = f"{doomed.spec.stack}0"
+    image = engine.json("container", "inspect", doomed.nodes[0].provider_id)[0]["Image"]
+    try:
+        engine.run("volume", "create", "--label", f"clusterforge.stack={decoy}", f"clusterforge-{decoy}-data")
+        engine.run(
+            "run", "-d", "--name", f"{decoy}-node-001", "--label", f"clusterforge.stack={decoy}",
+            "--network", "none", image, "/bin/sleep", "infinity",
+        )  # fmt: skip
+        summary = doomed.provider.destroy(doomed.spec)
+        assert summary.containers == [f"{doomed.spec.stack}-node-001"]
+        assert summary.networks == [f"clusterforge-{doomed.spec.stack}"]
+        assert summary.volumes == [f"clusterforge-{doomed.spec.stack}-shared"]
+        label = {"clusterforge.stack": doomed.spec.stack}
+        assert engine.container_ids(label) == [] and engine.network_names(label) == []
+        assert engine.volume_names(label) == []
+        assert len(engine.container_ids({"clusterforge.stack": decoy})) == 1
+        assert engine.volume_names({"clusterforge.stack": decoy}) == [f"clusterforge-{decoy}-data"]
+        assert nodes_mod.APT_CACHE_VOLUME in engine.volume_names({"clusterforge.cache": "apt"})
+        assert doomed.provider.destroy(doomed.spec).empty  # a second destroy finds nothing
+        assert doomed.provider.nodes(doomed.spec) == []
+    finally:
+        nodes_mod.destroy(engine, decoy)
+
+
+def test_preflight_finds_taken_network_range_and_container_name(two: LocalStack) -> None:
+    engine = two.engine()
+    clash = two.spec.model_copy(update={"stack": f"{two.spec.stack}x"})  # same network_cidr as `two`
+    squatter = f"{clash.stack}-node-001"
+    image = engine.json("container", "inspect", two.nodes[0].provider_id)[0]["Image"]
+    engine.run("create", "--name", squatter, "--network", "none", image, "/bin/true")
+    try:
+        problems = {p.check_id: p.message for p in run_preflight(clash, engine=engine)}
+        assert set(problems) == {"network-cidr-taken", "container-name-taken"}, json.dumps(problems)
+        assert f"clusterforge-{two.spec.stack}" in problems["network-cidr-taken"]
+        assert f"rm -f {squatter}" in problems["container-name-taken"]
+        assert run_preflight(two.spec, engine=engine) == []  # its own network and containers are fine
+    finally:
+        engine.run("rm", "-f", squatter)
