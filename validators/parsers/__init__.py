@@ -9,6 +9,7 @@ from validators.parsers.gpu_burn import parse_gpu_burn
 from validators.parsers.nccl_tests import parse_nccl_tests
 from validators.parsers.nvidia_smi import parse_nvidia_smi
 from validators.parsers.topo import parse_nvidia_smi_topo
+from validators.parsers.xid import classify_xid, parse_xid
 
 PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "nccl-tests": parse_nccl_tests,
@@ -16,6 +17,16 @@ PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "dcgmi-diag": parse_dcgmi_diag,
     "nvidia-smi-topo": parse_nvidia_smi_topo,
     "gpu-burn": parse_gpu_burn,
+    "xid": parse_xid,
 }
 
-__all__ = ["PARSERS", "parse_dcgmi_diag", "parse_gpu_burn", "parse_nccl_tests", "parse_nvidia_smi", "parse_nvidia_smi_topo"]
+__all__ = [
+    "PARSERS",
+    "classify_xid",
+    "parse_xid",
+    "parse_dcgmi_diag",
+    "parse_gpu_burn",
+    "parse_nccl_tests",
+    "parse_nvidia_smi",
+    "parse_nvidia_smi_topo",
+]
