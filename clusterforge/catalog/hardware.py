@@ -51,8 +51,11 @@ class NetworkSpec(_Data):
 
 
 class NcclThreshold(_Data):
-    """A floor for one collective, valid only at the stated message size and node count."""
+    """A floor for one collective, valid only at the stated message size and node count.
 
+    ``backend`` gloo is the CPU path (container nodes): same collective, torch.distributed gloo."""
+
+    backend: Literal["nccl", "gloo"] = "nccl"
     collective: Collective
     nodes: int = Field(ge=1)
     message_bytes: int = Field(ge=1)
@@ -62,7 +65,12 @@ class NcclThreshold(_Data):
 
     @property
     def key(self) -> str:
-        return Thresholds.threshold_key("nccl", self.collective, self.nodes)
+        return Thresholds.threshold_key(self.backend, self.collective, self.nodes)
+
+    @property
+    def size_key(self) -> str:
+        """The key of the message size rows are judged at (validators SCHEMA.md)."""
+        return self.key.replace(".busbw_gbps", ".message_bytes")
 
 
 class Thresholds(_Data):
@@ -81,11 +89,12 @@ class Thresholds(_Data):
         """The key a spec's ``certification.profiles.*.thresholds`` uses to override a floor.
 
         ``threshold_key("nccl", "all_reduce", 2)`` -> ``nccl.all_reduce.2node.busbw_gbps``;
+        ``threshold_key("gloo", "all_reduce", 1)`` -> ``gloo.all_reduce.1node.busbw_gbps``;
         ``threshold_key("matmul")`` -> ``matmul.tflops_min``;
         ``threshold_key("cpu_matmul")`` -> ``matmul.cpu_gflops_min``.
         """
-        if kind == "nccl":
-            return f"nccl.{collective}.{nodes}node.busbw_gbps"
+        if kind in ("nccl", "gloo"):
+            return f"{kind}.{collective}.{nodes}node.busbw_gbps"
         if kind == "matmul":
             return "matmul.tflops_min"
         if kind == "cpu_matmul":
@@ -93,8 +102,12 @@ class Thresholds(_Data):
         raise ValueError(f"unknown threshold kind {kind!r}")
 
     def values(self) -> dict[str, float]:
-        """Every floor of this type by override key."""
-        out = {t.key: t.busbw_gbps_min for t in self.nccl}
+        """Every figure of this type by override key: floors, and the message size of each
+        collective floor (``...message_bytes``)."""
+        out: dict[str, float] = {}
+        for t in self.nccl:
+            out[t.key] = t.busbw_gbps_min
+            out[t.size_key] = float(t.message_bytes)
         if self.matmul_tflops_min is not None:
             out[self.threshold_key("matmul")] = self.matmul_tflops_min
         if self.cpu_matmul_gflops_min is not None:
@@ -106,6 +119,14 @@ class Thresholds(_Data):
         merged = self.values()
         merged.update({k: v for k, v in overrides.items() if k in merged})
         return merged
+
+
+class CommonThresholds(_Data):
+    """Keys that apply to every type (validators SCHEMA.md), with defaults or none."""
+
+    values: dict[str, float] = Field(default_factory=dict)
+    optional: list[str] = Field(default_factory=list, description="Keys with no default: reported unless set")
+    source: list[str] = Field(min_length=1)
 
 
 class InstanceType(_Data):
@@ -135,6 +156,7 @@ class InstanceType(_Data):
 
 class HardwareCatalog(_Data):
     sources: dict[str, str] = Field(description="Source id -> citation (URL and what it shows)")
+    common_thresholds: CommonThresholds
     instance_types: dict[str, InstanceType]
 
     @model_validator(mode="before")
@@ -149,11 +171,22 @@ class HardwareCatalog(_Data):
 
     @model_validator(mode="after")
     def _sources_declared(self) -> HardwareCatalog:
+        for ref in self.common_thresholds.source:
+            if ref not in self.sources:
+                raise ValueError(f"common_thresholds: source id {ref!r} is not declared under 'sources'")
         for it in self.instance_types.values():
             for ref in _source_refs(it):
                 if ref not in self.sources:
                     raise ValueError(f"{it.name}: source id {ref!r} is not declared under 'sources'")
         return self
+
+    def thresholds_for(self, name: str) -> dict[str, float]:
+        """Everything a node of this type is judged against: its own figures and the common ones."""
+        return {**self.common_thresholds.values, **self.instance_types[name].thresholds.values()}
+
+    def threshold_keys(self, name: str) -> list[str]:
+        """Keys a spec may override for this type (including keys with no default)."""
+        return sorted({*self.thresholds_for(name), *self.common_thresholds.optional})
 
     def get(self, name: str) -> InstanceType | None:
         return self.instance_types.get(name)

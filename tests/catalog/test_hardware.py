@@ -59,7 +59,7 @@ def test_required_types_present() -> None:
 
 def test_every_section_cites_declared_sources() -> None:
     for it in HW.instance_types.values():
-        sections = [it.source, it.network.source]
+        sections = [it.source, it.network.source, HW.common_thresholds.source]
         if it.gpu:
             sections.append(it.gpu.source)
         if it.thresholds.matmul_tflops_min or it.thresholds.cpu_matmul_gflops_min:
@@ -145,6 +145,7 @@ def test_thresholds_consistent_with_the_hardware(name: str) -> None:
             pytest.fail("all_reduce busbw is 0 with one rank: no NCCL floor on a single-GPU type")
         if t.nodes >= 2:
             assert it.has_efa or it.container, "a multi-node floor needs a fabric"
+        assert (t.backend == "gloo") is it.container, "gloo floors on container nodes, NCCL on GPUs"
     if it.gpu and it.gpu.count > 1:
         assert any(t.nodes == 1 and t.collective == "all_reduce" for t in th.nccl)
     if it.has_efa:
@@ -156,12 +157,18 @@ def test_threshold_keys() -> None:
     assert Thresholds.threshold_key("nccl", "all_reduce", 2) == "nccl.all_reduce.2node.busbw_gbps"
     assert p5.values() == {
         "nccl.all_reduce.1node.busbw_gbps": 400.0,
+        "nccl.all_reduce.1node.message_bytes": float(8 << 30),
         "nccl.all_reduce.2node.busbw_gbps": 350.0,
+        "nccl.all_reduce.2node.message_bytes": float(1 << 30),
         "matmul.tflops_min": 640.0,
     }
     merged = p5.with_overrides({"matmul.tflops_min": 600.0, "not.a.key": 1.0})
     assert merged["matmul.tflops_min"] == 600.0 and "not.a.key" not in merged
-    assert HW["local"].thresholds.values()["matmul.cpu_gflops_min"] == 1.0
+    local = HW.thresholds_for("local")
+    assert local["matmul.cpu_gflops_min"] == 1.0 and local["matmul.median_gap_pct"] == 5
+    assert local["gloo.all_reduce.1node.busbw_gbps"] == 0.01
+    assert not any(key.startswith("nccl.") for key in local), "the CPU path has gloo floors, not NCCL ones"
+    assert "checkpoint.write_ratio_min" in HW.threshold_keys("p5.48xlarge")
     with pytest.raises(ValueError):
         Thresholds.threshold_key("flops")
 

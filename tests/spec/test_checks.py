@@ -613,3 +613,41 @@ def test_registry_is_complete_and_ids_are_stable_kebab_case() -> None:
     for check in CHECKS:
         assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", check.id), check.id
         assert check.summary and not check.summary.endswith(".")
+
+
+def test_skip_checks_against_the_real_validators_registry(tmp_path: Path) -> None:
+    if cluster.validator_check_ids() is None:
+        pytest.skip("validators registry not importable")
+    good = check_file(variant(tmp_path, "local", append="      skip_checks: [gpu-burn, dcgm-diag]\n"))
+    assert not [f for f in good.findings if f.check_id == "skip-checks"]
+    bad = check_file(variant(tmp_path, "local", append="      skip_checks: [gpu-burnin]\n"))
+    finding = only(bad.findings, "skip-checks", "certification.profiles.local.skip_checks[0]")
+    assert "unknown validator check 'gpu-burnin'" in finding.message
+
+
+def test_threshold_keys_follow_the_pool_type(tmp_path: Path) -> None:
+    ok = check_file(
+        variant(
+            tmp_path,
+            "local",
+            append="      thresholds: {gloo.all_reduce.2node.busbw_gbps: 0.2, matmul.median_gap_pct: 8}\n",
+        )
+    )
+    assert ok.ok, "\n".join(f.render() for f in ok.findings)
+    bad = check_file(
+        variant(tmp_path, "local", append="      thresholds: {nccl.all_reduce.2node.busbw_gbps: 0.2}\n")
+    )
+    path = "certification.profiles.local.thresholds.nccl.all_reduce.2node.busbw_gbps"
+    finding = only(bad.findings, "threshold-overrides", path)
+    assert "unknown threshold key 'nccl.all_reduce.2node.busbw_gbps' for local" in finding.message
+    assert "did you mean 'gloo.all_reduce.2node.busbw_gbps'?" in finding.message
+
+
+def test_loosening_a_floor_by_more_than_half_warns(tmp_path: Path) -> None:
+    report = check_file(variant(tmp_path, "prod", append="      thresholds: {matmul.tflops_min: 100}\n"))
+    finding = only(
+        report.findings,
+        "threshold-overrides",
+        "certification.profiles.production.thresholds.matmul.tflops_min",
+    )
+    assert finding.level == "warning" and "under half the catalogue floor 640.0" in finding.message

@@ -191,22 +191,24 @@ class ThresholdOverrides(Check):
             if not profile.thresholds:
                 continue
             floors: dict[str, float] = {}
+            keys: set[str] = set()
             types = []
             for _i, pool, it in ctx.typed_pools():
                 if pool.certification == name:
-                    floors.update(it.thresholds.values())
+                    floors.update(ctx.hardware.thresholds_for(it.name))
+                    keys.update(ctx.hardware.threshold_keys(it.name))
                     types.append(it.name)
             for key, value in profile.thresholds.items():
                 path = f"certification.profiles.{name}.thresholds.{key}"
-                if types and key not in floors:
+                if types and key not in keys:
                     yield error(
                         path,
                         f"unknown threshold key {key!r} for {', '.join(sorted(set(types)))}"
-                        f"{suggest(key, floors)}; {one_of(sorted(floors))}",
+                        f"{suggest(key, keys)}; {one_of(sorted(keys), limit=20)}",
                     )
                 elif value <= 0:
                     yield error(path, f"threshold {key} must be > 0 (got {value})")
-                elif key in floors and value < floors[key] / 2:
+                elif key in floors and key.endswith(("_gbps", "_min")) and value < floors[key] / 2:
                     yield warning(
                         path,
                         f"override {value} is under half the catalogue floor {floors[key]}: a sick node would pass",
