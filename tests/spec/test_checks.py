@@ -651,3 +651,44 @@ def test_loosening_a_floor_by_more_than_half_warns(tmp_path: Path) -> None:
         "certification.profiles.production.thresholds.matmul.tflops_min",
     )
     assert finding.level == "warning" and "under half the catalogue floor 640.0" in finding.message
+
+
+STATIC_SPEC = """\
+stack: metal
+provider: {kind: static, inventory: INVENTORY}
+node_pools:
+  - {name: head, role: head, instance_type: m7i.xlarge, count: 1}
+  - {name: gpu, role: gpu, instance_type: p4d.24xlarge, count: 2, certification: std}
+storage:
+  nfs: {server: 10.1.0.5, export: /export/shared}
+software:
+  os_image: ubuntu-22.04
+  driver: {branch: "550", version: 550.54.15, kernel_module: proprietary}
+  cuda: 12.4.1
+  nccl: 2.21.5
+  fabric_manager: 550.54.15
+  slurm: 24.11.1
+orchestration:
+  partitions: [{name: gpu, pools: [gpu], default: true}]
+certification:
+  profiles:
+    std: {suite: standard}
+"""
+
+
+def test_static_spec_and_its_inventory(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    spec_file = tmp_path / "metal.yaml"
+    spec_file.write_text(STATIC_SPEC.replace("INVENTORY", str(inventory)))
+    missing = only(check_file(spec_file).findings, "static-inventory", "provider.inventory")
+    assert f"inventory '{inventory}' does not exist" in missing.message and missing.line == 2
+    inventory.write_text("all: {}\n")
+    report = check_file(spec_file)
+    assert report.ok, "\n".join(f.render() for f in report.findings)
+
+
+def test_aws_ofi_nccl_needs_nccl(tmp_path: Path) -> None:
+    report = check_file(variant(tmp_path, "prod", ("  nccl: 2.26.2\n", "")))
+    messages = [f.message for f in report.errors if f.check_id == "efa-software"]
+    assert "aws_ofi_nccl is NCCL's network plugin: set software.nccl as well" in messages
+    assert any("software.nccl is not set" in m for m in messages)

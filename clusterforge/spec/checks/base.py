@@ -53,7 +53,7 @@ def one_of(choices: Iterable[str], limit: int = 12) -> str:
 
 @dataclass(frozen=True)
 class CheckContext:
-    """Everything a check may read: the spec and both catalogues (no I/O, no network)."""
+    """Everything a check may read: the spec and both catalogues (no network, ever)."""
 
     spec: ClusterSpec
     hardware: HardwareCatalog

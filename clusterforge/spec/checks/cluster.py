@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from ipaddress import IPv4Network
+from pathlib import Path
 
 from clusterforge.spec.checks.base import Check, CheckContext, Issue, error, info, one_of, suggest, warning
-from clusterforge.spec.models import AwsProvider
+from clusterforge.spec.loader import REPO_ROOT
+from clusterforge.spec.models import AwsProvider, StaticProvider
 
 
 class AwsProviderSettings(Check):
@@ -41,6 +43,24 @@ class AwsProviderSettings(Check):
                     f"provider.admin_cidrs[{k}]",
                     f"{cidr} opens SSH to the whole internet; use your office CIDR or connection: ssm",
                 )
+
+
+class StaticInventory(Check):
+    id = "static-inventory"
+    summary = "A static provider's inventory file exists"
+
+    def run(self, ctx: CheckContext) -> Iterable[Issue]:
+        prov = ctx.spec.provider
+        if not isinstance(prov, StaticProvider):
+            return
+        path = Path(prov.inventory)
+        if not path.is_absolute():
+            path = REPO_ROOT / path
+        if not path.is_file():
+            yield error(
+                "provider.inventory",
+                f"inventory {prov.inventory!r} does not exist (paths are relative to the repository root, {REPO_ROOT})",
+            )
 
 
 class NetworkCidrs(Check):

@@ -30,6 +30,7 @@ CHECKS: tuple[type[Check], ...] = (
     pools.PlacementGroupSettings,
     pools.Partitions,
     cluster.AwsProviderSettings,
+    cluster.StaticInventory,
     cluster.NetworkCidrs,
     cluster.StorageProvider,
     cluster.FsxSettings,

@@ -192,10 +192,24 @@ class EfaSoftware(Check):
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
         sw = ctx.spec.software
+        if sw.aws_ofi_nccl and not sw.efa_installer:
+            yield error(
+                f"{SW}.aws_ofi_nccl", "aws_ofi_nccl needs efa_installer (libfabric) as well: set both"
+            )
+        if sw.aws_ofi_nccl and not sw.nccl:
+            yield error(
+                f"{SW}.aws_ofi_nccl", "aws_ofi_nccl is NCCL's network plugin: set software.nccl as well"
+            )
         efa = [(pool, it) for _i, pool, it in ctx.typed_pools() if it.has_efa and pool.role == "gpu"]
         if not efa or ctx.provider != "aws":
-            if sw.aws_ofi_nccl and not sw.efa_installer:
-                yield error(f"{SW}.aws_ofi_nccl", "aws_ofi_nccl needs efa_installer (libfabric) as well")
+            if (
+                sw.efa_installer
+                and ctx.provider == "aws"
+                and all(p.instance_type in ctx.hardware for p in ctx.spec.node_pools)
+            ):
+                yield info(
+                    f"{SW}.efa_installer", "no pool has EFA interfaces; the EFA installer will not be run"
+                )
             return
         pool, it = efa[0]
         for key in ("efa_installer", "aws_ofi_nccl", "nccl"):
