@@ -267,7 +267,7 @@ class EfaEnv(Check):
             if at_least(sw.nccl, rule.nccl_min) and not at_least(sw.efa_installer, rule.efa_installer_below):
                 env = " ".join(f"{k}={v}" for k, v in rule.env.items())
                 text = (
-                    f"{rule.message}; clusterforge sets {env} on the nodes, or upgrade efa_installer to "
+                    f"{rule.message}; set {env} in the jobs' environment, or upgrade efa_installer to "
                     f">= {rule.efa_installer_below}"
                 )
                 yield Issue(rule.level, f"{SW}.efa_installer", text)
