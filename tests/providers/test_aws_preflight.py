@@ -1,0 +1,422 @@
+"""AWS preflight: offerings and instance-type facts against moto's server on 127.0.0.1; capacity
+reservations, Capacity Blocks, Service Quotas and placement groups (not in moto 5.2, or only for
+VPC quotas) with botocore's Stubber, whose responses are validated against the service model."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import urllib.request
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from clusterforge.catalog import load_hardware
+from clusterforge.providers.aws import preflight as pf
+from clusterforge.spec.loader import load_spec, stack_path
+from clusterforge.spec.models import ClusterSpec
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+PROD_CR = "cr-0a1b2c3d4e5f60718"
+
+
+def _spec(stack: str, **provider: object) -> ClusterSpec:
+    spec, _ = load_spec(stack_path(stack))
+    if provider:
+        spec = spec.model_copy(update={"provider": spec.provider.model_copy(update=provider)})
+    return spec
+
+
+def _with_pools(spec: ClusterSpec, **changes: object) -> ClusterSpec:
+    pools = [p.model_copy(update=changes) if p.role == "gpu" else p for p in spec.node_pools]
+    return spec.model_copy(update={"node_pools": pools})
+
+
+@pytest.fixture
+def fake_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Fake keys and no config files: nothing here can reach or use a real account."""
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def moto(moto_url: str, fake_credentials: None) -> str:
+    urllib.request.urlopen(
+        urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10
+    ).close()
+    return moto_url
+
+
+def _stubbed(service: str) -> tuple[object, Stubber]:
+    client = boto3.client(
+        service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    return client, Stubber(client)
+
+
+def _clients(**overrides: object) -> pf.AwsClients:
+    base = {"ec2": None, "quotas": None, "sts": None}
+    base.update(overrides)
+    return pf.AwsClients(**base)
+
+
+# --- moto: offerings and instance type facts ---------------------------------------------------
+
+
+@pytest.mark.integration
+def test_prod_types_are_offered_in_its_zone(moto: str):
+    spec = _spec("prod")
+    assert pf.InstanceTypeOffered().run(spec, pf.make_clients("us-east-1", moto), NOW) == []
+
+
+@pytest.mark.integration
+def test_type_not_offered_names_the_zones_that_have_it(moto: str):
+    # moto's offerings data (captured from AWS) has no p4d.24xlarge in us-east-1e.
+    spec = _with_pools(_spec("prod", availability_zone="us-east-1e"), instance_type="p4d.24xlarge")
+    spec = spec.model_copy(update={"node_pools": [spec.pool("gpu")]})
+    (finding,) = pf.InstanceTypeOffered().run(spec, pf.make_clients("us-east-1", moto), NOW)
+    assert finding.level == "error" and finding.subject == "node_pools[gpu]"
+    assert "p4d.24xlarge is not offered in us-east-1e" in finding.message
+    assert "us-east-1a" in finding.fix and "us-east-1e" not in finding.fix
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", load_hardware().names("aws"))
+def test_catalogue_agrees_with_describe_instance_types(moto: str, name: str):
+    spec = _with_pools(_spec("prod"), instance_type=name, capacity_reservation_id=None)
+    findings = pf.InstanceTypeFacts().run(spec, pf.make_clients("us-east-1", moto), NOW)
+    assert [f.render() for f in findings] == []
+
+
+@pytest.mark.integration
+def test_preflight_against_moto_stops_at_missing_credentials(moto_url: str, fake_credentials, monkeypatch):
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(pf.CredentialsError) as err:
+        pf.run_preflight(_spec("dev"), pf.make_clients("us-west-2", moto_url), NOW)
+    assert str(err.value).startswith("no AWS credentials found:") and "\n" not in str(err.value)
+
+
+def test_facts_mismatch_names_both_figures():
+    ec2, stub = _stubbed("ec2")
+    stub.add_response(
+        "describe_instance_types",
+        {
+            "InstanceTypes": [
+                {
+                    "InstanceType": "p5.48xlarge",
+                    "VCpuInfo": {"DefaultVCpus": 192},
+                    "GpuInfo": {"Gpus": [{"Name": "H100", "Manufacturer": "NVIDIA", "Count": 8}]},
+                    "NetworkInfo": {"MaximumNetworkCards": 32, "EfaInfo": {"MaximumEfaInterfaces": 16}},
+                }
+            ]
+        },
+        {"InstanceTypes": ["p5.48xlarge"]},
+    )
+    spec = _spec("prod").model_copy(update={"node_pools": [_spec("prod").pool("gpu")]})
+    with stub:
+        (finding,) = pf.InstanceTypeFacts().run(spec, _clients(ec2=ec2), NOW)
+    assert "efa interfaces: catalogue 32, AWS 16" in finding.message
+    assert "hardware.yaml" in finding.fix
+
+
+# --- Service Quotas (moto implements only VPC quotas) -------------------------------------------
+
+
+def _quota(code: str, name: str, value: float) -> dict:
+    return {
+        "Quota": {
+            "ServiceCode": "ec2",
+            "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+            "QuotaArn": f"arn:aws:servicequotas:us-east-1:123456789012:ec2/{code}",
+            "QuotaCode": code,
+            "QuotaName": name,
+            "Value": value,
+            "Unit": "None",
+            "Adjustable": True,
+            "GlobalQuota": False,
+        }
+    }
+
+
+def test_vcpu_quota_too_small_names_the_code_and_the_request():
+    quotas, stub = _stubbed("service-quotas")
+    std = "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"
+    stub.add_response(
+        "get_service_quota",
+        _quota("L-1216C47A", std, 640.0),
+        {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"},
+    )
+    stub.add_response(
+        "get_service_quota",
+        _quota("L-417A185B", "Running On-Demand P instances", 2048.0),
+        {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"},
+    )
+    with stub:
+        (finding,) = pf.VcpuQuota().run(_spec("prod"), _clients(quotas=quotas), NOW)
+    stub.assert_no_pending_responses()
+    assert "3072 vCPUs" in finding.message and "(L-417A185B)" in finding.message and "2048" in finding.message
+    assert "--quota-code L-417A185B --desired-value 3072" in finding.fix
+
+
+def test_vcpu_quota_falls_back_to_the_default_when_never_changed():
+    quotas, stub = _stubbed("service-quotas")
+    stub.add_client_error(
+        "get_service_quota", service_error_code="NoSuchResourceException", http_status_code=404
+    )
+    stub.add_response(
+        "get_aws_default_service_quota", _quota("L-DB2E81BA", "Running On-Demand G and VT instances", 0.0)
+    )
+    dev = _spec("dev")
+    dev = dev.model_copy(update={"node_pools": [dev.pool("gpu")]})
+    with stub:
+        (finding,) = pf.VcpuQuota().run(dev, _clients(quotas=quotas), NOW)
+    assert "8 vCPUs of 'Running On-Demand G and VT instances' (L-DB2E81BA)" in finding.message
+
+
+def test_quota_codes_by_family():
+    assert pf.quota_for("p5.48xlarge")[0] == "L-417A185B"
+    assert pf.quota_for("g5.xlarge")[0] == "L-DB2E81BA"
+    assert pf.quota_for("m7i.4xlarge")[0] == "L-1216C47A"
+    assert pf.quota_for("inf2.xlarge")[0] == "L-1945791B"  # not "i" (Standard)
+    assert pf.quota_for("x2idn.32xlarge") is None
+
+
+# --- capacity reservations and Capacity Blocks --------------------------------------------------
+
+
+def _reservation(rid: str, **fields: object) -> dict:
+    base = {
+        "CapacityReservationId": rid,
+        "OwnerId": "123456789012",
+        "CapacityReservationArn": f"arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{rid}",
+        "InstanceType": "p5.48xlarge",
+        "InstancePlatform": "Linux/UNIX",
+        "AvailabilityZone": "us-east-1a",
+        "Tenancy": "default",
+        "TotalInstanceCount": 16,
+        "AvailableInstanceCount": 16,
+        "EbsOptimized": True,
+        "State": "active",
+        "InstanceMatchCriteria": "targeted",
+        "ReservationType": "default",
+        "StartDate": NOW - dt.timedelta(days=3),
+    }
+    base.update(fields)
+    return {"CapacityReservations": [base]}
+
+
+def _run_reservation(
+    check: pf.Check, spec: ClusterSpec, rid: str, response: dict | None, **extra
+) -> list[pf.Finding]:
+    ec2, stub = _stubbed("ec2")
+    if response is None:
+        stub.add_client_error(
+            "describe_capacity_reservations",
+            service_error_code="InvalidCapacityReservationId.NotFound",
+            http_status_code=400,
+        )
+    else:
+        stub.add_response("describe_capacity_reservations", response, {"CapacityReservationIds": [rid]})
+    for method, body in extra.items():
+        stub.add_response(method, body)
+    with stub:
+        findings = check.run(spec, _clients(ec2=ec2), NOW)
+    stub.assert_no_pending_responses()
+    return findings
+
+
+def test_matching_active_reservation_passes():
+    assert _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, _reservation(PROD_CR)) == []
+
+
+def test_reservation_in_other_zone_and_too_small_says_both():
+    res = _reservation(PROD_CR, AvailabilityZone="us-east-1b", TotalInstanceCount=8, AvailableInstanceCount=8)
+    findings = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
+    errors = [f for f in findings if f.level == "error"]
+    assert len(errors) == 1
+    assert "availability zone us-east-1b (spec: us-east-1a)" in errors[0].message
+    assert "8 instances (pool count: 16)" in errors[0].message
+    assert any(f.level == "warning" and "capacity_reservation_size" in f.subject for f in findings)
+
+
+def test_missing_or_expired_reservation_is_an_error():
+    (gone,) = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, None)
+    assert "does not exist in us-east-1" in gone.message
+    (expired,) = _run_reservation(
+        pf.CapacityReservation(), _spec("prod"), PROD_CR, _reservation(PROD_CR, State="expired")
+    )
+    assert "is expired, not active" in expired.message
+
+
+BLOCK = "cr-0123456789abcdef0"
+
+
+def _block_spec() -> ClusterSpec:
+    return _with_pools(
+        _spec("prod"), capacity_reservation_id=None, capacity_reservation_size=None, capacity_block_id=BLOCK
+    )
+
+
+def _block(**fields: object) -> dict:
+    window = {"StartDate": NOW - dt.timedelta(hours=1), "EndDate": NOW + dt.timedelta(days=1)}
+    return _reservation(
+        BLOCK, ReservationType="capacity-block", EndDateType="limited", **{**window, **fields}
+    )
+
+
+def test_capacity_block_inside_its_window_passes():
+    assert _run_reservation(pf.CapacityBlock(), _block_spec(), BLOCK, _block()) == []
+
+
+def test_capacity_block_not_started_yet():
+    start = NOW + dt.timedelta(hours=5)
+    (finding,) = _run_reservation(
+        pf.CapacityBlock(),
+        _block_spec(),
+        BLOCK,
+        _block(State="scheduled", StartDate=start, EndDate=start + dt.timedelta(days=1)),
+    )
+    assert "starts at 2026-11-30T17:00:00+00:00" in finding.message
+
+
+def test_expired_capacity_block_offers_a_purchasable_one():
+    offering = {
+        "CapacityBlockOfferings": [
+            {
+                "CapacityBlockOfferingId": "cb-0123456789abcdef0",
+                "InstanceType": "p5.48xlarge",
+                "AvailabilityZone": "us-east-1a",
+                "InstanceCount": 16,
+                "StartDate": NOW + dt.timedelta(days=2),
+                "EndDate": NOW + dt.timedelta(days=3),
+                "CapacityBlockDurationHours": 24,
+                "UpfrontFee": "12345.67",
+                "CurrencyCode": "USD",
+                "Tenancy": "default",
+            }
+        ]
+    }
+    res = _block(State="expired", StartDate=NOW - dt.timedelta(days=2), EndDate=NOW - dt.timedelta(days=1))
+    (finding,) = _run_reservation(
+        pf.CapacityBlock(), _block_spec(), BLOCK, res, describe_capacity_block_offerings=offering
+    )
+    assert "ended at" in finding.message
+    assert finding.fix.startswith("buy offering cb-0123456789abcdef0") and "12345.67 USD" in finding.fix
+
+
+def test_ordinary_reservation_named_as_capacity_block():
+    offering = {"CapacityBlockOfferings": []}
+    (finding,) = _run_reservation(
+        pf.CapacityBlock(),
+        _block_spec(),
+        BLOCK,
+        _reservation(BLOCK),
+        describe_capacity_block_offerings=offering,
+    )
+    assert (
+        "is not a Capacity Block" in finding.message
+        and "buy a Capacity Block for 16 x p5.48xlarge" in finding.fix
+    )
+
+
+# --- placement groups ----------------------------------------------------------------------------
+
+
+def test_placement_group_with_other_strategy_blocks_up():
+    ec2, stub = _stubbed("ec2")
+    stub.add_response(
+        "describe_placement_groups",
+        {
+            "PlacementGroups": [
+                {
+                    "GroupName": "prod-gpu",
+                    "State": "available",
+                    "Strategy": "spread",
+                    "GroupId": "pg-0123456789abcdef0",
+                }
+            ]
+        },
+        {"GroupNames": ["prod-gpu"]},
+    )
+    with stub:
+        (finding,) = pf.PlacementGroup().run(_spec("prod"), _clients(ec2=ec2), NOW)
+    assert (
+        "exists with strategy spread" in finding.message
+        and "delete-placement-group --group-name prod-gpu" in finding.fix
+    )
+
+
+def test_placement_group_not_there_yet_is_fine():
+    ec2, stub = _stubbed("ec2")
+    stub.add_client_error(
+        "describe_placement_groups", service_error_code="InvalidPlacementGroup.Unknown", http_status_code=400
+    )
+    with stub:
+        assert pf.PlacementGroup().run(_spec("prod"), _clients(ec2=ec2), NOW) == []
+
+
+# --- the run as a whole ---------------------------------------------------------------------------
+
+
+def test_expired_token_is_one_line_not_a_traceback():
+    sts, stub = _stubbed("sts")
+    stub.add_client_error("get_caller_identity", service_error_code="ExpiredToken", http_status_code=403)
+    with stub, pytest.raises(pf.CredentialsError) as err:
+        pf.run_preflight(_spec("prod"), _clients(sts=sts), NOW)
+    assert str(err.value) == (
+        "the AWS credentials are expired (ExpiredToken): run `aws sso login` or `aws configure` "
+        "(or set AWS_PROFILE) and try again"
+    )
+    assert err.value.__cause__ is None and err.value.__suppress_context__
+
+
+def test_a_crashing_check_becomes_an_error_and_the_rest_still_run():
+    class Boom(pf.Check):
+        id = "boom"
+
+        def run(self, spec, aws, now):
+            raise KeyError("Quota")
+
+    class Fine(pf.Check):
+        id = "fine"
+
+        def run(self, spec, aws, now):
+            return [pf.Finding(self.id, "info", "x", "ran")]
+
+    findings = pf.run_preflight(_spec("prod"), _clients(), NOW, checks=[Boom(), Fine()])
+    assert [(f.id, f.level) for f in findings] == [("boom", "error"), ("fine", "info")]
+    assert "KeyError" in findings[0].message
+
+
+def test_suppressed_check_does_not_run():
+    spec = _spec("prod").model_copy(update={"suppress_checks": ["vcpu-quota"]})
+    assert pf.run_preflight(spec, _clients(), NOW, checks=[pf.VcpuQuota()]) == []
+
+
+def test_finding_renders_with_fix_and_maps_to_problem():
+    f = pf.Finding("vcpu-quota", "error", "node_pools", "too few", "ask for more")
+    assert f.render() == "error: node_pools: too few [vcpu-quota]\n    fix: ask for more"
+    assert f.to_problem().render() == "error: node_pools: too few. Fix: ask for more [vcpu-quota]"
