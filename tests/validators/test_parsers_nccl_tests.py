@@ -235,3 +235,25 @@ def test_old_error_column_with_checking_off() -> None:
         "error": None,
     }
     assert result["ok"] is True and result["avg_busbw"] == pytest.approx(68.4048)
+
+
+def test_per_iteration_and_timestamp_columns_are_read_by_name() -> None:
+    """Header and row in the layout that writeResultHeader/writeBenchmarkLineBody print with
+    per-iteration timing and timestamps on (NVIDIA/nccl-tests src/util.cu); built here, not captured."""
+    header = (
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max"
+        "    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%           timestamp\n"
+    )
+    row = (
+        "  1073741824     268435456  bfloat16     sum      -1  4523.62  237.36  356.04       0  4400.00  4600.00"
+        "  4590.00     1.20  4539.85  236.51  354.77       3  4410.00  4610.00  4600.00     1.10  2025-06-01 10:00:00\n"
+    )
+    (parsed,) = parse_nccl_tests(header + row)["rows"]
+    assert parsed["out_of_place"] == {
+        "time_us": 4523.62,
+        "algbw": 237.36,
+        "busbw": 356.04,
+        "wrong": 0,
+        "error": None,
+    }
+    assert parsed["in_place"]["busbw"] == 354.77 and parsed["in_place"]["wrong"] == 3
