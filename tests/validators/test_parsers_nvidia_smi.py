@@ -136,3 +136,20 @@ def test_nvml_mismatch_and_garbage() -> None:
     assert parse_nvidia_smi("<?xml version='1.0'?><nvidia_smi_log>")["error"].startswith("unreadable")
     empty = parse_nvidia_smi("")
     assert empty["gpus"] == [] and empty["error"] == "nvidia-smi printed no GPU section"
+
+
+def test_healthy_h200() -> None:
+    result = parse("q_550_h200_healthy.txt")
+    assert (result["driver_version"], result["cuda_version"]) == ("550.90.12", "12.4")
+    (gpu,) = result["gpus"]
+    assert gpu["name"] == "NVIDIA H200" and gpu["bus_id"] == "00000000:03:00.0"
+    assert gpu["persistence_mode"] is True
+    assert (gpu["ecc_uncorrected_volatile"], gpu["ecc_corrected_volatile"]) == (0, 0)
+    assert (gpu["remapped_rows_pending"], gpu["remapped_rows_failure"]) == (False, False)
+    assert (
+        gpu["pcie_gen_current"],
+        gpu["pcie_gen_max"],
+        gpu["pcie_width_current"],
+        gpu["pcie_width_max"],
+    ) == (5, 5, 16, 16)
+    assert gpu["throttle_active"] == ["Idle"]
