@@ -112,3 +112,37 @@ def test_no_results_is_not_ok() -> None:
     assert result["tests"] == [] and result["ok"] is False
     assert result["error"].startswith("Error: Unable to complete diagnostic")
     assert parse_dcgmi_diag('{"other": 1}')["error"].startswith("no 'DCGM Diagnostic'")
+
+
+def test_json_3x_per_gpu_failure_with_warning_objects() -> None:
+    """Result shape documented in DCGM nvvs/include/JsonOutput.h (3.x); built here, not captured."""
+    doc = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": "GPU Memory",
+                            "results": [
+                                {
+                                    "gpu_id": "0",
+                                    "status": "Fail",
+                                    "warnings": [
+                                        {"warning": "Uncorrectable ECC error on GPU 0", "error_id": 52}
+                                    ],
+                                },
+                                {"gpu_id": "1", "status": "Pass"},
+                            ],
+                        }
+                    ],
+                }
+            ],
+            "version": "3.3.5",
+        }
+    }
+    result = parse_dcgmi_diag("Successfully ran diagnostic for group.\n" + json.dumps(doc))
+    (test,) = result["tests"]
+    assert test["status"] == "fail" and test["gpus"] == {"0": "fail", "1": "pass"}
+    assert test["messages"] == ["Uncorrectable ECC error on GPU 0"]
+    assert result["failed"] == ["GPU Memory"] and result["version"] == "3.3.5"
