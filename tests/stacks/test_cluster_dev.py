@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pulumi
-from conftest import load_example, program
 
 from clusterforge.catalog import load_hardware
 from clusterforge.providers.aws import policy as p
+from tests.stacks.harness import load_example, program
 
 
 @pulumi.runtime.test

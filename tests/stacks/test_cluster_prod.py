@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pulumi
-from conftest import MOCK_AMI, load_example, program
 
 from clusterforge.catalog import load_hardware
 from clusterforge.providers.aws import policy as p
+from tests.stacks.harness import MOCK_AMI, load_example, program
 
 
 def _gpu_template(graph: p.Graph) -> p.Resource:

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pulumi
 import pytest
-from conftest import aws_examples, load_example, policy_context, program
 
 from clusterforge.providers.aws import policy as p
 from clusterforge.spec.models import ClusterSpec
+from tests.stacks.harness import aws_examples, load_example, policy_context, program
 
 
 def _bastion_dev() -> ClusterSpec:
