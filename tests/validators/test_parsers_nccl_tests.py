@@ -257,3 +257,17 @@ def test_per_iteration_and_timestamp_columns_are_read_by_name() -> None:
         "error": None,
     }
     assert parsed["in_place"]["busbw"] == 354.77 and parsed["in_place"]["wrong"] == 3
+
+
+def test_two_node_h100_pass() -> None:
+    result = parse("two_node_h100_16ranks_ok.txt")
+    assert result["ranks"] == 16 and {d["host"] for d in result["devices"]} == {
+        "ztan-mig-235z",
+        "ztan-mig-gq73",
+    }
+    assert len(result["rows"]) == 31
+    assert row_of(result, 8589934592)["out_of_place"]["busbw"] == pytest.approx(338.82)
+    assert row_of(result, 1073741824)["in_place"]["time_us"] == pytest.approx(6737.4)
+    assert (
+        result["complete"] is True and result["ok"] is True and result["avg_busbw"] == pytest.approx(70.742)
+    )
