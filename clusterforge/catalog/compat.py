@@ -64,6 +64,25 @@ class KernelModuleRule(_Data):
     source: list[str] = Field(min_length=1)
 
 
+class DriverBranch(_Data):
+    designation: str
+    end_of_life: str = Field(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")
+
+
+class DriverLifecycle(_Data):
+    as_of: str = Field(pattern=r"^\d{4}-\d{2}$", description="When the branch list was read (YYYY-MM)")
+    branches: dict[str, DriverBranch]
+    others_end_of_life: bool = Field(description="Branches not listed were end of life on as_of")
+    source: list[str] = Field(min_length=1)
+
+    def ended(self, branch: str) -> str | None:
+        """The end-of-life month if the branch had ended by ``as_of`` ("earlier" if unlisted), else None."""
+        known = self.branches.get(branch)
+        if known is None:
+            return "before " + self.as_of if self.others_end_of_life else None
+        return known.end_of_life if known.end_of_life <= self.as_of else None
+
+
 class FabricManagerRule(_Data):
     required_on_nvswitch: bool
     must_equal_driver: bool
@@ -155,6 +174,7 @@ class CompatMatrix(_Data):
     cuda_releases: list[CudaRelease]
     cuda_majors: list[CudaMajor]
     gpu_models: dict[str, GpuModelRule]
+    driver_lifecycle: DriverLifecycle
     kernel_module: KernelModuleRule
     fabric_manager: FabricManagerRule
     nccl_cuda: list[NcclCudaRule]
@@ -174,7 +194,8 @@ class CompatMatrix(_Data):
 
     def source_refs(self) -> list[str]:
         items: list[_Data] = [*self.cuda_releases, *self.cuda_majors, *self.gpu_models.values()]
-        items += [self.kernel_module, self.fabric_manager, *self.nccl_cuda, *self.instance_floors]
+        items += [self.driver_lifecycle, self.kernel_module, self.fabric_manager, *self.nccl_cuda]
+        items += [*self.instance_floors]
         items += [*self.efa_env, *self.slurm_families.values(), self.pyxis, self.os_images, self.fsx_lustre]
         return [ref for item in items for ref in getattr(item, "source", [])]
 

@@ -120,3 +120,9 @@ def test_version_helpers() -> None:
     assert major_minor("24.05.7") == "24.05"
     with pytest.raises(ValueError, match="not a dotted version"):
         vtuple("2.26.2-1+cuda12.8")
+
+
+def test_driver_lifecycle() -> None:
+    life = C.driver_lifecycle
+    assert life.ended("570") == "2026-02" and life.ended("580") is None
+    assert life.ended("550") == f"before {life.as_of}", "branches NVIDIA no longer lists are end of life"

@@ -121,6 +121,17 @@ CASES = [
         ["driver 560.35.05 is older than CUDA 12.8.1 needs: >= 570.124.06", "minor version compatibility"],
     ),
     (
+        "driver-branch-end-of-life",
+        "prod",
+        [],
+        "",
+        "driver-lifecycle",
+        "warning",
+        "software.driver.branch",
+        "driver: {",
+        ["driver branch 570 reached end of life (2026-02", "supported branches: 580"],
+    ),
+    (
         "cuda-release-unknown",
         "prod",
         [("cuda: 12.8.1", "cuda: 12.7.0")],
@@ -531,7 +542,7 @@ def test_bad_spec(
 
 def test_enough_distinct_bad_spec_cases() -> None:
     assert len({case[0] for case in CASES}) >= 25
-    assert len({case[4] for case in CASES}) >= 20  # they exercise many different checks
+    assert len({case[4] for case in CASES}) >= 25  # they exercise many different checks
 
 
 def test_duplicate_pool_reported_on_second_pool_line(tmp_path: Path) -> None:
@@ -557,7 +568,7 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
         "fabric-manager",
         "capacity-reservation",
     }
-    assert [f.check_id for f in report.warnings] == ["efa-nccl-env"]
+    assert [f.check_id for f in report.warnings] == ["driver-lifecycle", "efa-nccl-env"]
     lines = [f.line or 0 for f in report.errors]
     assert lines == sorted(lines)
     assert report.findings.index(report.warnings[0]) > report.findings.index(report.errors[-1])

@@ -36,6 +36,7 @@ CHECKS: tuple[type[Check], ...] = (
     cluster.FsxSettings,
     software.OsImageProvider,
     software.DriverBranch,
+    software.DriverLifecycle,
     software.CudaDriver,
     software.GpuDriverCuda,
     software.KernelModule,

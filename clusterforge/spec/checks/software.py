@@ -39,6 +39,27 @@ class DriverBranch(Check):
                 )
 
 
+class DriverLifecycle(Check):
+    id = "driver-lifecycle"
+    summary = "The driver branch is still supported by NVIDIA (no security fixes after end of life)"
+
+    def run(self, ctx: CheckContext) -> Iterable[Issue]:
+        drv = ctx.spec.software.driver
+        life = ctx.compat.driver_lifecycle
+        ended = life.ended(drv.branch)
+        if ended is None:
+            return
+        supported = [b for b, v in life.branches.items() if v.end_of_life > life.as_of]
+        text = (
+            f"driver branch {drv.branch} reached end of life ({ended}; NVIDIA's list as of {life.as_of}): no more "
+            f"security or bug fixes; supported branches: {', '.join(supported)}"
+        )
+        # Cloud nodes run real GPUs for real work; local/static distro drivers are the OS's choice.
+        yield (warning if ctx.provider == "aws" and drv.source == "cuda-repo" else info)(
+            f"{SW}.driver.branch", text
+        )
+
+
 class CudaDriver(Check):
     id = "cuda-driver"
     summary = "The driver is at least the minimum the CUDA toolkit release needs"
