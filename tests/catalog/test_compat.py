@@ -87,8 +87,10 @@ def test_nccl_ranges_do_not_overlap() -> None:
     rules = sorted(C.nccl_cuda, key=lambda r: vtuple(r.nccl_min))
     for a, b in zip(rules, rules[1:], strict=False):
         assert a.nccl_below is not None and vcmp(a.nccl_below, b.nccl_min) <= 0
-    assert C.nccl_cuda_majors("2.26.2") == ["11", "12"]
-    assert C.nccl_cuda_majors("2.27.3") == ["12", "13"]
+    assert C.nccl_cuda_majors("2.21.5") == ["11", "12"]
+    assert C.nccl_cuda_majors("2.26.2") == ["12"]
+    assert C.nccl_cuda_majors("2.27.7") == ["12", "13"]
+    assert C.nccl_cuda_majors("2.7.8") is None
 
 
 def test_slurm_families_and_os_images() -> None:

@@ -243,7 +243,11 @@ CASES = [
         "error",
         "software.nccl",
         "nccl: 2.26.2",
-        ["NCCL 2.26.2 is built for CUDA 11 and 12, not CUDA 13", "software.cuda 13.0.0"],
+        [
+            "NCCL 2.26.2 is built for CUDA 12, not CUDA 13",
+            "software.cuda 13.0.0",
+            "pick an NCCL built for CUDA 13",
+        ],
     ),
     (
         "aws-ofi-nccl-below-p5-floor",
