@@ -1,0 +1,196 @@
+"""Drive the Pulumi program in ``stacks/`` through the Automation API (``pulumi.automation``).
+
+The Automation API runs the Pulumi CLI underneath: without it nothing here can work, and the
+error says how to install it. Everything goes through ``StackDriver``, whose only seam is the
+stack factory ``(stack_name, work_dir) -> Stack``; tests pass a fake stack there.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+STACKS_DIR = Path(__file__).resolve().parents[3] / "stacks"
+INSTANCE_TYPE = "aws:ec2/instance:Instance"
+# Resources that are Pulumi's bookkeeping, not cloud resources.
+INTERNAL_TYPES = ("pulumi:pulumi:Stack", "pulumi:providers:")
+
+INSTALL_HINT = (
+    "the Pulumi CLI is not installed or not on PATH; the AWS stacks need it. Install it with "
+    "`curl -fsSL https://get.pulumi.com | sh` (or see https://www.pulumi.com/docs/install/), then run "
+    "`pulumi login` (or `pulumi login --local`) and `pulumi plugin install resource aws`"
+)
+
+# Engine step ops, folded into what a person wants to know.
+OP_GROUPS = {
+    "create": "create",
+    "update": "update",
+    "replace": "replace",
+    "create-replacement": "replace",
+    "delete-replaced": "replace",
+    "delete": "delete",
+    "same": "same",
+}
+
+
+class PulumiCliMissing(Exception):
+    """The Pulumi CLI cannot be found; the message says how to install it."""
+
+
+class DestroyAborted(Exception):
+    """The person did not confirm; nothing was destroyed."""
+
+
+class StackLike(Protocol):
+    """The part of ``pulumi.automation.Stack`` this module uses."""
+
+    name: str
+
+    def preview(self, **kwargs: Any) -> Any: ...
+    def up(self, **kwargs: Any) -> Any: ...
+    def destroy(self, **kwargs: Any) -> Any: ...
+    def outputs(self) -> dict[str, Any]: ...
+    def export_stack(self) -> Any: ...
+
+
+StackFactory = Callable[[str, str], StackLike]
+
+
+def pulumi_stack(stack_name: str, work_dir: str) -> StackLike:
+    """The real factory: a local-program stack in ``work_dir`` (created if new)."""
+    if shutil.which("pulumi") is None:
+        raise PulumiCliMissing(INSTALL_HINT)
+    from pulumi import automation as auto
+
+    try:
+        return auto.create_or_select_stack(stack_name=stack_name, work_dir=work_dir)
+    except FileNotFoundError:  # the CLI vanished between the check and the call
+        raise PulumiCliMissing(INSTALL_HINT) from None
+
+
+def resource_name(urn: str) -> str:
+    """The logical name at the end of a URN (``urn:pulumi:prod::clusterforge::…::gpu-001``)."""
+    return urn.rsplit("::", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Change:
+    op: str  # create | update | replace | delete
+    type: str
+    name: str
+
+
+@dataclass
+class PreviewSummary:
+    stack: str
+    changes: list[Change] = field(default_factory=list)
+    unchanged: int = 0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(c.op for c in self.changes))
+
+    @property
+    def nodes(self) -> dict[str, str]:
+        """Node name -> what happens to it (only nodes that change)."""
+        return {c.name: c.op for c in self.changes if c.type == INSTANCE_TYPE}
+
+    def render(self) -> str:
+        counts = self.counts
+        parts = [f"{counts.get(op, 0)} to {op}" for op in ("create", "update", "replace", "delete")]
+        lines = [f"stack {self.stack}: " + ", ".join(parts) + f", {self.unchanged} unchanged"]
+        by_op: dict[str, list[str]] = {}
+        for node, op in sorted(self.nodes.items()):
+            by_op.setdefault(op, []).append(node)
+        for op, names in by_op.items():
+            lines.append(f"  nodes to {op} ({len(names)}): {', '.join(names)}")
+        if not by_op:
+            lines.append("  no node changes")
+        return "\n".join(lines)
+
+
+def summarise_events(stack: str, events: list[Any]) -> PreviewSummary:
+    """Fold engine events (``ResourcePreEvent`` steps) into a summary."""
+    summary = PreviewSummary(stack)
+    seen: set[tuple[str, str]] = set()
+    for event in events:
+        pre = getattr(event, "resource_pre_event", None)
+        if pre is None:
+            continue
+        meta = pre.metadata
+        op = OP_GROUPS.get(str(getattr(meta.op, "value", meta.op)))
+        if op is None or meta.type.startswith(INTERNAL_TYPES):
+            continue
+        if op == "same":
+            summary.unchanged += 1
+            continue
+        key = (meta.urn, op)  # a replacement shows up as two steps: count it once
+        if key not in seen:
+            seen.add(key)
+            summary.changes.append(Change(op, meta.type, resource_name(meta.urn)))
+    return summary
+
+
+class StackDriver:
+    def __init__(
+        self,
+        stack_name: str,
+        work_dir: Path = STACKS_DIR,
+        factory: StackFactory = pulumi_stack,
+        on_output: Callable[[str], None] | None = None,
+    ) -> None:
+        self.stack_name = stack_name
+        self.work_dir = work_dir
+        self._factory = factory
+        self._stack: StackLike | None = None
+        self.on_output = on_output
+
+    @property
+    def stack(self) -> StackLike:
+        if self._stack is None:
+            self._stack = self._factory(self.stack_name, str(self.work_dir))
+        return self._stack
+
+    def preview(self) -> PreviewSummary:
+        events: list[Any] = []
+        self.stack.preview(diff=False, on_event=events.append, on_output=self.on_output)
+        return summarise_events(self.stack_name, events)
+
+    def up(self) -> dict[str, Any]:
+        """Create or update everything; the stack outputs afterwards (plain values)."""
+        result = self.stack.up(on_output=self.on_output)
+        return {k: v.value for k, v in result.outputs.items()}
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self.stack.outputs().items()}
+
+    def resources(self) -> list[tuple[str, str]]:
+        """(type, name) of every cloud resource the stack holds now."""
+        deployment = self.stack.export_stack().deployment or {}
+        out = []
+        for res in deployment.get("resources") or []:
+            if res.get("type", "").startswith(INTERNAL_TYPES):
+                continue
+            out.append((res["type"], resource_name(res["urn"])))
+        return out
+
+    def destroy(self, confirm: Callable[[str], str]) -> list[tuple[str, str]]:
+        """Destroy the stack after ``confirm(prompt)`` returns the stack's name.
+
+        The prompt names the stack and counts what will go; anything else than the stack name
+        as the answer raises ``DestroyAborted`` and nothing is touched. Returns what went."""
+        resources = self.resources()
+        instances = sorted(name for type_, name in resources if type_ == INSTANCE_TYPE)
+        prompt = (
+            f"This destroys stack {self.stack_name!r}: {len(resources)} resources, among them "
+            f"{len(instances)} instances ({', '.join(instances) or 'none'}). "
+            f"Type the stack name ({self.stack_name}) to confirm: "
+        )
+        if confirm(prompt).strip() != self.stack_name:
+            raise DestroyAborted(f"not confirmed: stack {self.stack_name!r} left as it is")
+        self.stack.destroy(on_output=self.on_output)
+        return resources

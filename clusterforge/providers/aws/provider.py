@@ -1,0 +1,66 @@
+"""The AWS provider behind ``clusterforge.providers.base.Provider``: preflight with boto3,
+provisioning with the Pulumi program through the Automation API, nodes from the stack outputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from clusterforge.providers.aws.automation import INSTANCE_TYPE, StackDriver
+from clusterforge.providers.aws.inventory import nodes_from_outputs
+from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, Progress, no_progress
+from clusterforge.spec.models import AwsProvider, ClusterSpec
+
+NETWORK_TYPES = ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:ec2/securityGroup:SecurityGroup")
+STORAGE_TYPES = ("aws:fsx/lustreFileSystem:LustreFileSystem", "aws:s3/bucket:Bucket")
+
+
+class AwsStackProvider:
+    def __init__(self, spec: ClusterSpec, driver: Callable[[str], StackDriver] = StackDriver) -> None:
+        if not isinstance(spec.provider, AwsProvider):
+            raise ValueError(f"stack {spec.stack!r}: provider.kind is {spec.provider.kind!r}, not 'aws'")
+        self._driver_factory = driver
+        self._drivers: dict[str, StackDriver] = {}
+
+    def _driver(self, spec: ClusterSpec) -> StackDriver:
+        if spec.stack not in self._drivers:
+            self._drivers[spec.stack] = self._driver_factory(spec.stack)
+        return self._drivers[spec.stack]
+
+    def preflight(self, spec: ClusterSpec) -> list[Problem]:
+        from clusterforge.providers.aws.preflight import CredentialsError, make_clients, run_preflight
+
+        region = spec.provider.region if isinstance(spec.provider, AwsProvider) else ""
+        try:
+            findings = run_preflight(spec, make_clients(region))
+        except CredentialsError as exc:
+            return [Problem("error", "aws-credentials", str(exc))]
+        return [f.to_problem() for f in findings if f.level != "info"]
+
+    def plan(self, spec: ClusterSpec) -> list[PlannedNode]:
+        """From the Pulumi preview: nodes it would create or replace, and those it keeps."""
+        summary = self._driver(spec).preview()
+        changing = summary.nodes
+        planned = []
+        for pool in spec.node_pools:
+            for name in spec.node_names(pool):
+                action = "create" if changing.get(name) in ("create", "replace") else "keep"
+                planned.append(PlannedNode(name, pool.name, pool.role, pool.instance_type, action))
+        return planned
+
+    def create(self, spec: ClusterSpec, progress: Progress = no_progress) -> list[Node]:
+        driver = self._driver(spec)
+        driver.on_output = lambda line: progress(spec.stack, line.rstrip())
+        outputs = driver.up()
+        return nodes_from_outputs(spec, outputs)
+
+    def nodes(self, spec: ClusterSpec) -> list[Node]:
+        return nodes_from_outputs(spec, self._driver(spec).outputs())
+
+    def destroy(self, spec: ClusterSpec) -> DestroySummary:
+        """Destroy the stack. The caller (``invoke down``) has already had the stack name typed."""
+        gone = self._driver(spec).destroy(confirm=lambda prompt: spec.stack)
+        return DestroySummary(
+            containers=sorted(name for type_, name in gone if type_ == INSTANCE_TYPE),
+            networks=sorted(name for type_, name in gone if type_ in NETWORK_TYPES),
+            volumes=sorted(name for type_, name in gone if type_ in STORAGE_TYPES),
+        )

@@ -1,0 +1,140 @@
+"""The Automation API driver at its seam: a fake Stack that speaks with the real
+``pulumi.automation`` event and result classes (the Pulumi CLI cannot run on these machines)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pulumi import automation as auto
+
+from clusterforge.providers.aws import automation as am
+
+PREFIX = "urn:pulumi:prod::clusterforge::"
+
+
+def _event(seq: int, op: auto.OpType, type_: str, name: str, parent: str = "") -> auto.EngineEvent:
+    urn = f"{PREFIX}{parent}{type_}::{name}"
+    meta = auto.StepEventMetadata(op=op, urn=urn, type=type_, provider="")
+    return auto.EngineEvent(
+        sequence=seq, timestamp=0, resource_pre_event=auto.ResourcePreEvent(metadata=meta)
+    )
+
+
+INSTANCE = "aws:ec2/instance:Instance"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+POOL_PARENT = "clusterforge:compute:NodePool$"
+
+
+class FakeStack:
+    """Records calls; replays engine events the way the CLI streams them."""
+
+    def __init__(self, events: list[auto.EngineEvent] | None = None, resources: list[dict] | None = None):
+        self.name = "prod"
+        self.events = events or []
+        self.resources = resources or []
+        self.calls: list[str] = []
+
+    def preview(self, **kwargs: Any) -> auto.PreviewResult:
+        self.calls.append("preview")
+        for event in self.events:
+            kwargs["on_event"](event)
+        return auto.PreviewResult(stdout="", stderr="", change_summary={})
+
+    def up(self, **kwargs: Any) -> auto.UpResult:
+        self.calls.append("up")
+        outputs = {"region": auto.OutputValue("us-east-1", False), "nodes": auto.OutputValue([], False)}
+        return auto.UpResult(stdout="", stderr="", summary=None, outputs=outputs)  # type: ignore[arg-type]
+
+    def destroy(self, **kwargs: Any) -> None:
+        self.calls.append("destroy")
+
+    def outputs(self) -> dict[str, auto.OutputValue]:
+        return {"bucket": auto.OutputValue("ckpt", False)}
+
+    def export_stack(self) -> auto.Deployment:
+        return auto.Deployment(version=3, deployment={"resources": self.resources})
+
+
+def _driver(stack: FakeStack) -> am.StackDriver:
+    made: list[tuple[str, str]] = []
+
+    def factory(name: str, work_dir: str) -> FakeStack:
+        made.append((name, work_dir))
+        return stack
+
+    driver = am.StackDriver("prod", factory=factory)
+    driver.made = made  # type: ignore[attr-defined]
+    return driver
+
+
+def test_preview_summarises_counts_and_the_nodes_it_touches():
+    events = [
+        _event(1, auto.OpType.SAME, "pulumi:pulumi:Stack", "clusterforge-prod"),
+        _event(2, auto.OpType.SAME, "aws:ec2/vpc:Vpc", "prod-vpc"),
+        _event(3, auto.OpType.UPDATE, LT, "prod-gpu", POOL_PARENT),
+        _event(4, auto.OpType.CREATE_REPLACEMENT, INSTANCE, "gpu-003", POOL_PARENT),
+        _event(5, auto.OpType.DELETE_REPLACED, INSTANCE, "gpu-003", POOL_PARENT),
+        _event(6, auto.OpType.CREATE, INSTANCE, "gpu-017", POOL_PARENT),
+        _event(7, auto.OpType.DELETE, "aws:ec2/securityGroup:SecurityGroup", "prod-old"),
+    ]
+    driver = _driver(FakeStack(events))
+    summary = driver.preview()
+    assert summary.counts == {"update": 1, "replace": 1, "create": 1, "delete": 1}
+    assert summary.unchanged == 1  # the Stack itself is bookkeeping, not counted
+    assert summary.nodes == {"gpu-003": "replace", "gpu-017": "create"}
+    assert summary.render().splitlines() == [
+        "stack prod: 1 to create, 1 to update, 1 to replace, 1 to delete, 1 unchanged",
+        "  nodes to replace (1): gpu-003",
+        "  nodes to create (1): gpu-017",
+    ]
+    assert driver.made == [("prod", str(am.STACKS_DIR))]  # type: ignore[attr-defined]
+
+
+def test_up_and_outputs_return_plain_values():
+    stack = FakeStack()
+    driver = _driver(stack)
+    assert driver.up() == {"region": "us-east-1", "nodes": []}
+    assert driver.outputs() == {"bucket": "ckpt"}
+    assert stack.calls == ["up"]
+
+
+RESOURCES = [
+    {"urn": f"{PREFIX}pulumi:pulumi:Stack::clusterforge-prod", "type": "pulumi:pulumi:Stack"},
+    {"urn": f"{PREFIX}pulumi:providers:aws::default_7_0_0", "type": "pulumi:providers:aws"},
+    {"urn": f"{PREFIX}aws:ec2/vpc:Vpc::prod-vpc", "type": "aws:ec2/vpc:Vpc"},
+    {"urn": f"{PREFIX}{POOL_PARENT}{INSTANCE}::gpu-002", "type": INSTANCE},
+    {"urn": f"{PREFIX}{POOL_PARENT}{INSTANCE}::gpu-001", "type": INSTANCE},
+]
+
+
+def test_destroy_asks_naming_the_stack_and_counting_what_goes():
+    stack = FakeStack(resources=RESOURCES)
+    prompts: list[str] = []
+
+    def confirm(prompt: str) -> str:
+        prompts.append(prompt)
+        return "prod\n"
+
+    gone = _driver(stack).destroy(confirm)
+    assert stack.calls == ["destroy"]
+    assert len(gone) == 3
+    assert prompts == [
+        "This destroys stack 'prod': 3 resources, among them 2 instances (gpu-001, gpu-002). "
+        "Type the stack name (prod) to confirm: "
+    ]
+
+
+@pytest.mark.parametrize("answer", ["", "yes", "dev", "PROD"])
+def test_destroy_without_the_stack_name_touches_nothing(answer: str):
+    stack = FakeStack(resources=RESOURCES)
+    with pytest.raises(am.DestroyAborted, match="not confirmed"):
+        _driver(stack).destroy(lambda prompt: answer)
+    assert stack.calls == []
+
+
+def test_missing_cli_says_how_to_install(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(am.PulumiCliMissing) as err:
+        am.StackDriver("prod").preview()
+    assert "get.pulumi.com" in str(err.value) and "pulumi plugin install resource aws" in str(err.value)

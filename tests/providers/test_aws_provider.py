@@ -1,0 +1,71 @@
+"""The AWS provider behind the Provider protocol, with the Automation API faked at its seam."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from clusterforge.providers import get_provider
+from clusterforge.providers.aws.automation import Change, PreviewSummary
+from clusterforge.providers.aws.provider import AwsStackProvider
+from clusterforge.spec.loader import load_spec, stack_path
+
+
+class FakeDriver:
+    def __init__(self, stack: str) -> None:
+        self.stack = stack
+        self.on_output = None
+        self.confirmed: list[str] = []
+
+    def preview(self) -> PreviewSummary:
+        inst = "aws:ec2/instance:Instance"
+        return PreviewSummary(
+            self.stack, [Change("create", inst, "gpu-002"), Change("update", inst, "gpu-001")]
+        )
+
+    def up(self) -> dict[str, Any]:
+        return self.outputs()
+
+    def outputs(self) -> dict[str, Any]:
+        node = {"pool": "gpu", "role": "gpu", "instance_type": "g5.xlarge", "availability_zone": "us-west-2a"}
+        return {
+            "bucket": "b",
+            "nodes": [
+                {**node, "name": "gpu-001", "instance_id": "i-01", "private_ip": "10.0.0.5"},
+                {**node, "name": "gpu-002", "instance_id": "i-02", "private_ip": "10.0.0.6"},
+            ],
+        }
+
+    def destroy(self, confirm) -> list[tuple[str, str]]:
+        self.confirmed.append(confirm("prompt"))
+        return [
+            ("aws:ec2/instance:Instance", "gpu-001"),
+            ("aws:ec2/vpc:Vpc", "dev-vpc"),
+            ("aws:s3/bucket:Bucket", "b"),
+        ]
+
+
+def _provider() -> tuple[AwsStackProvider, Any]:
+    spec, _ = load_spec(stack_path("dev"))
+    made: list[FakeDriver] = []
+
+    def factory(stack: str) -> FakeDriver:
+        made.append(FakeDriver(stack))
+        return made[-1]
+
+    return AwsStackProvider(spec, driver=factory), (spec, made)
+
+
+def test_get_provider_picks_the_aws_provider():
+    spec, _ = load_spec(stack_path("prod"))
+    assert isinstance(get_provider(spec), AwsStackProvider)
+
+
+def test_plan_create_nodes_and_destroy_through_the_driver():
+    provider, (spec, made) = _provider()
+    plan = {p.name: p.action for p in provider.plan(spec)}
+    assert plan == {"head-001": "keep", "gpu-001": "keep", "gpu-002": "create"}
+    assert [n.name for n in provider.create(spec)] == ["gpu-001", "gpu-002"]
+    assert [n.provider_id for n in provider.nodes(spec)] == ["i-01", "i-02"]
+    summary = provider.destroy(spec)
+    assert (summary.containers, summary.networks, summary.volumes) == (["gpu-001"], ["dev-vpc"], ["b"])
+    assert len(made) == 1 and made[0].confirmed == ["dev"]
