@@ -194,16 +194,18 @@ class NcclCuda(Check):
             return
         majors = ctx.compat.nccl_cuda_majors(sw.nccl)
         # Without GPU pools NCCL is not installed (container nodes take the gloo path): say so, don't fail.
-        level = error if any(True for _ in ctx.gpu_pools()) else info
+        on_gpus = any(True for _ in ctx.gpu_pools())
+        level = error if on_gpus else info
+        why = "" if on_gpus else " (no GPU pool here, so NCCL is not installed; on GPUs this is an error)"
         if majors is None:
             yield level(
-                f"{SW}.nccl", f"NCCL {sw.nccl} is outside every range in compatibility.yaml nccl_cuda"
+                f"{SW}.nccl", f"NCCL {sw.nccl} is outside every range in compatibility.yaml nccl_cuda{why}"
             )
         elif str(major(sw.cuda)) not in majors:
             yield level(
                 f"{SW}.nccl",
                 f"NCCL {sw.nccl} is built for CUDA {' and '.join(majors)}, not CUDA {major(sw.cuda)} "
-                f"(software.cuda {sw.cuda}); pick an NCCL built for CUDA {major(sw.cuda)}",
+                f"(software.cuda {sw.cuda}); pick an NCCL built for CUDA {major(sw.cuda)}{why}",
             )
         if sw.nccl_tests is not None and major(sw.nccl_tests) != 2:
             yield warning(f"{SW}.nccl_tests", f"nccl_tests {sw.nccl_tests}: nccl-tests releases are 2.x")
