@@ -33,7 +33,7 @@ def test(c: Context, path: str = "tests") -> None:
 
 
 def _has_yaml(folder: Path) -> bool:
-    return folder.is_dir() and any(folder.rglob("*.yml")) or any(folder.rglob("*.yaml"))
+    return folder.is_dir() and (any(folder.rglob("*.yml")) or any(folder.rglob("*.yaml")))
 
 
 def _ansible_targets() -> list[str]:
