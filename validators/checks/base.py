@@ -54,7 +54,11 @@ class Context:
             out.fail(describe_failure(NVIDIA_SMI_XML, rc, stdout, stderr))
             out.evidence(*(stdout + stderr).splitlines()[:10])
             return None
-        return PARSERS["nvidia-smi"](stdout)
+        parsed = PARSERS["nvidia-smi"](stdout)
+        if parsed.get("error") and not parsed.get("gpus"):
+            out.fail(f"nvidia-smi: {parsed['error']}")
+            return None
+        return parsed
 
     def workload(self, name: str) -> str:
         """Path of a workload script (run as a subprocess with this same Python)."""

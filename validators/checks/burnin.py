@@ -19,6 +19,7 @@ def judge_matmul(
     devices: List[Dict[str, Any]],
     floor: Optional[float],
     floor_key: str,
+    gap_key: str,
     gap_pct: float,
     unit: str,
     scale: float,
@@ -27,7 +28,7 @@ def judge_matmul(
     rates = [d["gflops"] / scale for d in devices if "gflops" in d]
     median = statistics.median(rates) if rates else 0.0
     out.metric("rate_median", round(median, 3), unit)
-    out.limit("matmul.median_gap_pct", gap_pct, "%")
+    out.limit(gap_key, gap_pct, "%")
     if floor is not None:
         out.limit(floor_key, floor, unit)
     digests: Dict[str, List[int]] = {}
@@ -83,12 +84,14 @@ class Telemetry:
     def _loop(self) -> None:
         from validators.parsers import PARSERS
 
-        while not self._stop.wait(self.interval):
+        while True:  # one sample at once, then one per interval
             rc, stdout, stderr = self.ctx.run(NVIDIA_SMI_XML)
             if rc != 0:
                 self.failures.append("telemetry: " + describe_failure(NVIDIA_SMI_XML, rc, stdout, stderr))
-                continue
-            self.samples.append(PARSERS["nvidia-smi"](stdout))
+            else:
+                self.samples.append(PARSERS["nvidia-smi"](stdout))
+            if self._stop.wait(self.interval):
+                return
 
     def judge(self, out: Outcome) -> None:
         for f in self.failures[:3]:
@@ -156,8 +159,9 @@ class MatmulBurnin(Check):
         found = result.get("devices") or []
         if len(found) != devices:
             out.fail(f"matmul workload reported {len(found)} device(s), expected {devices}")
-        gap = float(cfg.thresholds["matmul.median_gap_pct"])  # always set: profiles.DEFAULT_THRESHOLDS
-        judge_matmul(out, found, cfg.threshold(floor_key), floor_key, gap, unit, scale)
+        gap_key = "matmul.median_gap_pct" if cfg.has_gpu else "matmul.cpu_median_gap_pct"
+        gap = float(cfg.thresholds[gap_key])  # always set: profiles.DEFAULT_THRESHOLDS
+        judge_matmul(out, found, cfg.threshold(floor_key), floor_key, gap_key, gap, unit, scale)
         return out.finish(
             f"{devices} {device_type} device(s), {seconds:g} s: rates within {gap:g}% of the median, bit-identical"
         )
@@ -195,6 +199,8 @@ class DcgmDiag(Check):
                 f"{t.get('name')}: {t.get('status')}"
                 + (f" ({'; '.join(t.get('messages') or [])})" if t.get("messages") else "")
             )
+        if parsed.get("error"):
+            out.fail(f"dcgmi diag -r {level}: {parsed['error']}")
         failed = list(parsed.get("failed") or [])
         if failed:
             out.fail(f"dcgmi diag -r {level}: failed {', '.join(failed)}")
@@ -236,8 +242,12 @@ class GpuBurn(Check):
             )
             if not g.get("ok"):
                 out.fail(f"gpu-burn: GPU {g.get('index')} FAULTY ({g.get('errors')} errors)")
+        if parsed.get("error"):
+            out.fail(f"gpu-burn: {parsed['error']}")
         if not parsed.get("complete"):
             out.fail(f"gpu-burn did not complete (rc {rc}): {tail(stderr or stdout)}")
+        elif not parsed.get("ok") and not out.failures:
+            out.fail(f"gpu-burn did not report every GPU OK (rc {rc})")
         if len(gpus) != ctx.config.gpu_count:
             out.fail(f"gpu-burn reported {len(gpus)} GPU(s), NODE.json expects {ctx.config.gpu_count}")
         return out.finish(f"gpu-burn {int(seconds)} s: {len(gpus)} GPU(s) OK")

@@ -168,10 +168,11 @@ class EfaDevices(Check):
         argv = ["fi_info", "-p", "efa", "-t", "FI_EP_RDM"]
         out.command(argv)
         rc, stdout, stderr = ctx.run(argv)
+        parsed = PARSERS["fi-info"](stdout + stderr)
         if rc != 0:
-            out.fail(describe_failure(argv, rc, stdout, stderr))
+            reason = describe_failure(argv, rc, stdout, stderr)
+            out.fail(reason + (f" ({parsed['error']})" if parsed.get("error") and rc != 127 else ""))
             return out.finish("")
-        parsed = PARSERS["fi-info"](stdout)
         devices = efa_device_names(parsed)
         out.metric("efa_devices", len(devices), "devices")
         out.evidence(f"devices: {', '.join(devices) or 'none'}")
@@ -182,6 +183,8 @@ class EfaDevices(Check):
 
 def efa_device_names(parsed: Dict[str, Any]) -> List[str]:
     """Distinct EFA device (domain) names from the fi-info parser's output."""
+    if isinstance(parsed.get("efa_devices"), list):
+        return sorted(str(d) for d in parsed["efa_devices"])
     for key in ("devices", "domains"):
         if isinstance(parsed.get(key), list):
             return sorted(

@@ -29,11 +29,16 @@ class GlooAllreduce(Check):
         out = Outcome(self.id)
         cfg = ctx.config
         timeout = cfg.duration("peer_timeout_seconds")
+        nodes = 1 + len(cfg.peers)
+        # The threshold's own message size when it names one, else sizes.gloo_bytes.
+        nbytes = int(
+            cfg.thresholds.get(f"gloo.all_reduce.{nodes}node.message_bytes") or cfg.size("gloo_bytes")
+        )
         argv = [
             ctx.python,
             ctx.workload("gloo_allreduce.py"),
             "--bytes",
-            str(cfg.size("gloo_bytes")),
+            str(nbytes),
             "--iterations",
             str(int(cfg.duration("gloo_iterations"))),
             "--timeout",
@@ -56,10 +61,8 @@ class GlooAllreduce(Check):
                 "--master",
                 f"{host}:{cfg.gloo_port}",
             ]
-            nodes = len(names)
         else:
             argv += ["--local-ranks", str(cfg.size("gloo_local_ranks"))]
-            nodes = 1
         out.command(argv)
         rc, stdout, stderr = ctx.run(argv, timeout + cfg.duration("workload_timeout_seconds"))
         result = last_json(stdout)

@@ -88,8 +88,13 @@ class GpuHealth(Check):
         ecc_total = 0
         for i, gpu in enumerate(gpus):
             label = gpu_label(i, gpu)
-            if not truthy(gpu.get("persistence_mode")):
-                out.fail(f"{label}: persistence mode is {gpu.get('persistence_mode')!r}, must be Enabled")
+            persistence = gpu.get("persistence_mode")
+            if persistence is None:
+                out.warn(f"{label}: nvidia-smi does not report persistence mode")
+            elif not truthy(persistence):
+                out.fail(
+                    f"{label}: persistence mode is off, must be Enabled (nvidia-smi -pm 1 / nvidia-persistenced)"
+                )
             ecc = gpu.get("ecc_uncorrected_volatile")
             if isinstance(ecc, int) and ecc > 0:
                 ecc_total += ecc

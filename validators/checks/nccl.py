@@ -78,10 +78,10 @@ def judge_nccl(
             f"{label}: no row at or above {int(size_min)} B ({keys['size']}); largest was {max(r.get('size') or 0 for r in rows)} B"
         )
         return None
-    busbw = min(((r.get("out_of_place") or {}).get("busbw") or 0.0) for r in judged)
-    top = max(judged, key=lambda r: r.get("size") or 0)
+    worst = min(judged, key=lambda r: (r.get("out_of_place") or {}).get("busbw") or 0.0)
+    busbw = (worst.get("out_of_place") or {}).get("busbw") or 0.0
     out.metric(f"{label}.busbw", busbw, "GB/s")
-    out.metric(f"{label}.message_bytes", top.get("size"), "B")
+    out.metric(f"{label}.message_bytes", worst.get("size"), "B")
     out.evidence(f"{label}: busbw {busbw:g} GB/s at {', '.join(str(r.get('size')) for r in judged)} B")
     floor = cfg.threshold(keys["busbw"])
     if floor is None:
@@ -90,7 +90,7 @@ def judge_nccl(
         out.limit(keys["busbw"], floor, "GB/s")
         if busbw < floor:
             out.fail(
-                f"{label}: busbw {busbw:g} GB/s below {floor:g} GB/s ({keys['busbw']}) at {top.get('size')} B"
+                f"{label}: busbw {busbw:g} GB/s below {floor:g} GB/s ({keys['busbw']}) at {worst.get('size')} B"
             )
     return busbw
 

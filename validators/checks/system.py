@@ -188,10 +188,15 @@ class XidScan(Check):
         if text is None:
             out.fail("cannot read the kernel log: " + "; ".join(reasons))
             return out.finish("")
-        events = PARSERS["xid"](text).get("events") or []
+        parsed = PARSERS["xid"](text)
+        events = parsed.get("events") or []
+        for drop in parsed.get("bus_drops") or []:
+            out.fail(
+                f"GPU {drop.get('pci')} fell off the bus (kernel log line {drop.get('line')}, no Xid printed)"
+            )
         counts = {"node": 0, "application": 0, "unknown": 0}
         for ev in events:
-            kind = xid_kind(classify_xid(ev.get("xid")))
+            kind = xid_kind(ev.get("class") or classify_xid(ev.get("xid")))
             counts[kind] += 1
             line = f"Xid {ev.get('xid')} on {ev.get('pci')} ({kind} fault): {ev.get('message', '')}"
             out.evidence(line)

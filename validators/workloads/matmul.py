@@ -21,14 +21,14 @@ from typing import Any, Dict, List
 warnings.filterwarnings("ignore")
 
 
-def worker(index: int, device_type: str, dim: int, seconds: float, queue: Any) -> None:
+def worker(index: int, device_type: str, dim: int, seconds: float, queue: Any, barrier: Any) -> None:
     try:
-        queue.put(_work(index, device_type, dim, seconds))
+        queue.put(_work(index, device_type, dim, seconds, barrier))
     except Exception as exc:  # reported, not raised: the parent must name the device
         queue.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def _work(index: int, device_type: str, dim: int, seconds: float) -> Dict[str, Any]:
+def _work(index: int, device_type: str, dim: int, seconds: float, barrier: Any) -> Dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
@@ -48,6 +48,7 @@ def _work(index: int, device_type: str, dim: int, seconds: float) -> Dict[str, A
     b = torch.randn(dim, dim, generator=gen).to(device=device, dtype=dtype)
     first = a @ b  # warm-up, and the reference every repetition must equal
     sync()
+    barrier.wait()  # all devices start timing together: a late starter must not look fast
     reps = mismatches = 0
     start = time.perf_counter()
     while True:
@@ -83,8 +84,9 @@ def main(argv: List[str]) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
+    barrier = ctx.Barrier(args.devices)
     procs = [
-        ctx.Process(target=worker, args=(i, args.device_type, args.dim, args.seconds, queue))
+        ctx.Process(target=worker, args=(i, args.device_type, args.dim, args.seconds, queue, barrier))
         for i in range(args.devices)
     ]
     for p in procs:

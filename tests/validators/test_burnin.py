@@ -1,0 +1,118 @@
+"""matmul-burnin judged on workload results; dcgm-diag and gpu-burn on captured output."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import FakeRunner, captured, gpu_config, make_context
+
+from validators.checks.burnin import DcgmDiag, GpuBurn, MatmulBurnin
+from validators.suite import run_check
+
+NVSMI = ("nvidia-smi", "-q", "-x")
+GPU_OK = (0, captured("nvidia-smi", "q_550_a10_pcie_gen1.txt"), "")
+
+
+def matmul_output(rates: list, digests: list = None, mismatches: list = None) -> str:
+    """What workloads/matmul.py prints (its own format, not a third-party capture)."""
+    devices = [
+        {
+            "index": i,
+            "reps": 100,
+            "seconds": 10.0,
+            "gflops": r * 1000,
+            "mismatches": (mismatches or [0] * len(rates))[i],
+            "digest": (digests or ["a" * 64] * len(rates))[i],
+            "dtype": "bfloat16",
+        }
+        for i, r in enumerate(rates)
+    ]
+    return json.dumps({"device_type": "cuda", "dim": 8192, "devices": devices}) + "\n"
+
+
+def run_matmul(stdout: str, nvsmi: tuple = GPU_OK) -> object:
+    cfg = gpu_config(durations={"burnin_seconds": 1, "telemetry_interval_seconds": 0.01})
+    runner = FakeRunner({NVSMI: nvsmi})
+    ctx = make_context(cfg, runner)
+    runner.answers[(ctx.python, ctx.workload("matmul.py"))] = (0, stdout, "")
+    return run_check(MatmulBurnin(), ctx)
+
+
+def test_eight_equal_gpus_pass() -> None:
+    result = run_matmul(matmul_output([780, 781, 779, 782, 780, 778, 781, 780]))
+    assert result.status == "pass", result.summary
+    assert result.metrics["rate_median"] == {"value": 780.0, "unit": "TFLOP/s"}
+    assert result.metrics["telemetry_samples"]["value"] >= 1
+
+
+def test_a_slow_device_fails_against_the_node_median() -> None:
+    result = run_matmul(matmul_output([780, 781, 779, 782, 700, 778, 781, 780]))
+    assert result.status == "fail"
+    assert result.summary == "device 4: 700.000 TFLOP/s is 10.3% below the node median 780.000 (limit 5%)"
+
+
+def test_below_the_catalogue_floor_fails() -> None:
+    result = run_matmul(matmul_output([650] * 8))
+    assert result.status == "fail"
+    assert "device 0: 650.000 TFLOP/s below the floor 700 TFLOP/s (matmul.tflops_min)" in result.summary
+
+
+def test_results_not_bit_identical_across_devices_or_repetitions_fail() -> None:
+    digests = ["a" * 64] * 7 + ["b" * 64]
+    result = run_matmul(matmul_output([780] * 8, digests=digests))
+    assert result.status == "fail"
+    assert result.summary.startswith(
+        "devices [7] computed a different result from devices [0, 1, 2, 3, 4, 5, 6]"
+    )
+    result = run_matmul(matmul_output([780] * 8, mismatches=[0, 0, 3, 0, 0, 0, 0, 0]))
+    assert result.status == "fail"
+    assert "device 2: result changed across repetitions (3 of 100 not bit-identical)" in result.summary
+
+
+def test_gpu_matmul_without_a_driver_fails_before_starting_torch() -> None:
+    result = run_matmul("", nvsmi=(127, "", "nvidia-smi: command not found"))
+    assert result.status == "fail"
+    assert result.summary.startswith("nvidia-smi not found")
+
+
+def dcgm(profile: str, text: str, rc: int = 0) -> tuple:
+    runner = FakeRunner({("dcgmi", "diag"): (rc, text, "")})
+    return run_check(DcgmDiag(), make_context(gpu_config(), runner, profile)), runner
+
+
+def test_dcgm_pass_and_level_per_profile() -> None:
+    result, runner = dcgm("standard", captured("dcgmi-diag", "json_3x_dcgm_test_real_output.txt"))
+    assert result.status == "pass", result.summary
+    assert runner.calls[0] == ["dcgmi", "diag", "-r", "3", "-j"]
+    _, runner = dcgm("full", captured("dcgmi-diag", "json_3x_dcgm_test_real_output.txt"))
+    assert runner.calls[0][3] == "4"
+
+
+def test_dcgm_failure_names_the_failed_test() -> None:
+    result, _ = dcgm("standard", captured("dcgmi-diag", "json_4x_gb10_software_fail.json"), rc=226)
+    assert result.status == "fail"
+    assert result.summary.startswith("dcgmi diag -r 3: failed software")
+
+
+def test_dcgm_missing_fails() -> None:
+    result, _ = dcgm("standard", "", rc=127)
+    assert result.status == "fail"
+
+
+def burn(text: str, count: int) -> object:
+    cfg = gpu_config(gpu={"count": count, "model": "RTX"}, gpu_burn={"path": "/opt/gpu-burn/gpu_burn"})
+    return run_check(
+        GpuBurn(), make_context(cfg, FakeRunner({("/opt/gpu-burn/gpu_burn",): (0, text, "")}), "full")
+    )
+
+
+def test_gpu_burn_faulty_gpus_fail_although_it_exits_zero() -> None:
+    result = burn(captured("gpu-burn", "faulty_16gpus_exit0.txt"), 16)
+    assert result.status == "fail"
+    assert "FAULTY" in result.summary
+
+
+def test_gpu_burn_that_dies_fails() -> None:
+    result = burn(captured("gpu-burn", "died_no_clients_alive.txt"), 8)
+    assert result.status == "fail"
+    assert "No clients are alive" in result.summary

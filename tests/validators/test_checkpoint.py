@@ -1,0 +1,39 @@
+"""checkpoint-restart really trains, really SIGKILLs and really resumes (CPU, torch, gloo-free world size 1).
+
+The passing run is in test_cli.py (the quick profile on the CPU node); here the resume is
+broken on purpose with the test-only knob and the check must catch it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FakeRunner, make_context, tiny_cpu_config
+
+from validators.checks.checkpoint import CheckpointRestart
+from validators.suite import run_check
+
+pytest.importorskip("torch")
+
+
+def test_resume_that_drops_the_optimizer_state_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VALIDATORS_TEST_FAULT", "drop-optimizer")
+    cfg = tiny_cpu_config(tmp_path)
+    result = run_check(CheckpointRestart(), make_context(cfg, FakeRunner({})))
+    assert result.status == "fail", result.summary
+    # The first step after the resume still uses the saved weights; the optimizer's moments
+    # are gone, so from the second step on the losses and every tensor differ.
+    assert result.summary.startswith("loss at step 4 differs after resume")
+    assert "optim" in result.summary and "param" in result.summary
+    assert result.metrics["killed_rc"]["value"] == -9  # the kill did happen
+    assert any(line.startswith("shard __0_0.distcp: sha256 ") for line in result.evidence["lines"])
+    assert list(tmp_path.iterdir()) == []  # checkpoint folder cleaned up
+
+
+def test_bad_save_step_fails_without_running(tmp_path: Path) -> None:
+    cfg = tiny_cpu_config(tmp_path)
+    cfg["durations"]["checkpoint_save_step"] = 4
+    result = run_check(CheckpointRestart(), make_context(cfg, FakeRunner({})))
+    assert result.status == "fail"
+    assert "checkpoint_save_step = 4 must be between 1 and checkpoint_steps - 1 (3)" in result.summary

@@ -1,0 +1,104 @@
+"""software-versions and python-runtime."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from conftest import (
+    NVSMI_NO_DRIVER_RC,
+    FakeRunner,
+    gpu_config,
+    make_context,
+    nvsmi_no_driver_text,
+    tiny_cpu_config,
+)
+
+from validators.checks.software import PythonRuntime, SoftwareVersions, upstream_version, version_matches
+from validators.suite import run_check
+
+DPKG = ("dpkg-query", "-W")
+NVSMI_DRIVER = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
+
+
+class DpkgRunner(FakeRunner):
+    """Answers dpkg-query -W like dpkg: the installed packages matching the globs, rc 1 when none."""
+
+    def __init__(self, installed: dict) -> None:
+        super().__init__({})
+        self.installed = installed
+
+    def __call__(self, argv, timeout):  # type: ignore[no-untyped-def]
+        if tuple(argv[:2]) != DPKG:
+            return super().__call__(argv, timeout)
+        self.calls.append(list(argv))
+        rows = [
+            f"{p}\t{v}\tii \n"
+            for p, v in self.installed.items()
+            if any(fnmatch.fnmatch(p, g) for g in argv[4:])
+        ]
+        return (0 if rows else 1), "".join(rows), ""
+
+
+def dpkg_answer(installed: dict) -> DpkgRunner:
+    return DpkgRunner(installed)
+
+
+def test_version_normalisation() -> None:
+    assert upstream_version("1:4.2.3-1") == "4.2.3"
+    assert upstream_version("11.8.89~11.8.0-5~deb12u1") == "11.8.89"
+    assert upstream_version("2.26.2-1+cuda12.8") == "2.26.2"
+    assert version_matches("12.8", "12.8.1-1") and not version_matches("12.8", "12.80.1")
+    assert not version_matches("2.26.2", "2.26.20-1")
+
+
+def test_cpu_node_checks_installed_pins_and_tolerates_absent_gpu_packages(tmp_path) -> None:
+    runner = dpkg_answer({"slurmd": "22.05.8-4+deb12u3", "slurm-wlm": "22.05.8-4+deb12u3"})
+    result = run_check(SoftwareVersions(), make_context(tiny_cpu_config(tmp_path), runner))
+    assert result.status == "pass", result.summary
+    assert any(line.startswith("nccl: not installed") for line in result.evidence["lines"])
+    assert any(line.startswith("slurm: 22.05.8 ok") for line in result.evidence["lines"])
+
+
+def test_mismatch_names_component_expected_and_found(tmp_path) -> None:
+    runner = dpkg_answer({"libnccl2": "2.21.5-1+cuda12.4", "slurmd": "22.05.8-4+deb12u3"})
+    result = run_check(SoftwareVersions(), make_context(tiny_cpu_config(tmp_path), runner))
+    assert result.status == "fail"
+    assert result.summary == "nccl: expected 2.26.2, found 2.21.5-1+cuda12.4 (packages libnccl2)"
+
+
+def test_gpu_node_driver_read_by_nvidia_smi_and_missing_packages_fail() -> None:
+    runner = dpkg_answer(
+        {
+            "libnccl2": "2.26.2-1+cuda12.8",
+            "cuda-toolkit-12-8": "12.8.1-1",
+            "nvidia-fabricmanager-570": "570.133.20-1",
+            "datacenter-gpu-manager-4-core": "1:4.2.3-1",
+            "slurmd": "24.05.7-1",
+        }
+    )
+    runner.answers[NVSMI_DRIVER] = (0, "570.133.20\n" * 8, "")
+    runner.answers[("cat", "/opt/amazon/efa_installed_packages")] = (
+        0,
+        "# EFA installer version: 1.40.0\n",
+        "",
+    )
+    result = run_check(SoftwareVersions(), make_context(gpu_config(), runner))
+    assert result.status == "pass", result.summary
+    assert result.metrics["components_checked"]["value"] == 7
+    runner.answers[NVSMI_DRIVER] = (NVSMI_NO_DRIVER_RC, nvsmi_no_driver_text(), "")
+    del runner.answers[("cat", "/opt/amazon/efa_installed_packages")]
+    result = run_check(SoftwareVersions(), make_context(gpu_config(), runner))
+    assert result.status == "fail"
+    assert (
+        "driver: cannot read the version: nvidia-smi failed (rc 9): NVIDIA-SMI has failed" in result.summary
+    )
+    assert "efa_installer: expected 1.40.0, not installed" in result.summary
+
+
+def test_python_runtime_reads_torch_without_importing_it(tmp_path) -> None:
+    cfg = tiny_cpu_config(tmp_path)
+    result = run_check(PythonRuntime(), make_context(cfg, FakeRunner({})))
+    assert result.status == "pass", result.summary
+    cfg["software"]["torch"] = "1.0.0"
+    result = run_check(PythonRuntime(), make_context(cfg, FakeRunner({})))
+    assert result.status == "fail" and result.summary.startswith("torch: expected 1.0.0, found 2.13.0")
