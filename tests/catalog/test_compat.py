@@ -62,7 +62,7 @@ def test_blackwell_rules() -> None:
     b200 = C.gpu("B200")
     assert b200 is not None
     assert b200.kernel_modules == ["open"]
-    assert (b200.min_cuda, b200.min_driver) == ("12.8", "570.26")
+    assert (b200.min_cuda, b200.min_driver) == ("12.8", "570.133.20")
     assert set(C.gpu("H100").kernel_modules) == {"open", "proprietary"}  # type: ignore[union-attr]
 
 
