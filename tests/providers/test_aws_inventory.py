@@ -37,8 +37,9 @@ def test_nodes_in_pool_order_with_ssm_vars_and_no_bucket():
     nodes = nodes_from_outputs(spec, OUTPUTS)
     assert [n.name for n in nodes] == ["head-001", "gpu-001", "gpu-002"]
     assert nodes[1].connection == {
-        "ansible_connection": "community.aws.aws_ssm",
+        "ansible_connection": "amazon.aws.aws_ssm",
         "ansible_host": "i-0gpu001",
+        "ansible_aws_ssm_instance_id": "i-0gpu001",
         "ansible_aws_ssm_region": "us-west-2",
     }
     assert (nodes[1].address, nodes[1].provider_id, nodes[1].state) == ("10.0.0.5", "i-0gpu001", "running")

@@ -31,8 +31,10 @@ def test_prod_outputs_become_nodes_and_an_inventory():
         assert gpu.connection == {
             "ansible_connection": SSM_CONNECTION,
             "ansible_host": gpu.provider_id,
+            "ansible_aws_ssm_instance_id": gpu.provider_id,
             "ansible_aws_ssm_region": "us-east-1",
             "ansible_aws_ssm_bucket_name": outputs["bucket"],
+            "ansible_aws_ssm_bucket_sse_mode": "aws:kms",
         }
         assert len({n.address for n in nodes}) == len(nodes)
 

@@ -1,9 +1,10 @@
 """The AWS stack's outputs as the provider ``Node`` list (what ``clusterforge.inventory``
 renders into hosts.yml), with the connection the spec asks for:
 
-- ``ssm``: Ansible's ``community.aws.aws_ssm`` connection plugin, addressed by instance id, no
-  inbound port at all; file transfers go through the checkpoint bucket (the instance role may
-  use it and nothing else);
+- ``ssm``: Ansible's SSM connection plugin (``amazon.aws.aws_ssm``; ``community.aws.aws_ssm`` is
+  now a redirect to it), addressed by instance id, no inbound port at all; file transfers go
+  through the checkpoint bucket (the instance role may use it and nothing else), KMS-encrypted
+  as the bucket's default encryption asks;
 - ``ssh-bastion``: plain SSH to the private address, jumping through the stack's bastion.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 from clusterforge.providers.base import Node
 from clusterforge.spec.models import AwsProvider, ClusterSpec
 
-SSM_CONNECTION = "community.aws.aws_ssm"
+SSM_CONNECTION = "amazon.aws.aws_ssm"
 # The default login user of the OS images the spec can name.
 LOGIN_USERS = {"ubuntu-22.04": "ubuntu", "ubuntu-24.04": "ubuntu", "debian-12": "admin"}
 
@@ -32,10 +33,12 @@ def connection_vars(spec: ClusterSpec, outputs: Mapping[str, Any], node: Mapping
         conn = {
             "ansible_connection": SSM_CONNECTION,
             "ansible_host": node["instance_id"],
+            "ansible_aws_ssm_instance_id": node["instance_id"],
             "ansible_aws_ssm_region": provider.region,
         }
         if outputs.get("bucket"):
             conn["ansible_aws_ssm_bucket_name"] = str(outputs["bucket"])
+            conn["ansible_aws_ssm_bucket_sse_mode"] = "aws:kms"
         return conn
     bastion = outputs.get("bastion")
     if not bastion:
