@@ -21,8 +21,10 @@ def _bin(name: str) -> str:
 
 @task(help={"path": "test path(s) to run instead of tests/ (space separated)"})
 def test(c: Context, path: str = "tests") -> None:
-    """Run pytest over tests/ with this venv's Python. Extra pytest arguments go after `--`,
-    e.g. `invoke test -- -k spec -x`. Exits with pytest's code; no tests collected is a failure."""
+    """Run pytest over tests/ with this venv's Python.
+
+    Extra pytest arguments go after `--`, e.g. `invoke test -- -k spec -x`. Exits with pytest's
+    code; no tests collected (pytest's 5) is a failure."""
     cmd = f"{shlex.quote(sys.executable)} -m pytest {path} {c.remainder}".strip()
     result = c.run(cmd, warn=True, pty=False, env={"PYTHONDONTWRITEBYTECODE": "1"})
     code = result.exited if result is not None else 1
@@ -50,9 +52,11 @@ def _ansible_targets() -> list[str]:
 
 @task
 def lint(c: Context) -> None:
-    """ruff check, ruff format --check, yamllint (stacks/ roles/ playbooks/) and ansible-lint
-    --profile production (roles/ playbooks/, when they hold any). Runs every step, then fails
-    naming the ones that failed."""
+    """Run ruff, yamllint and ansible-lint as CI does.
+
+    ruff check, ruff format --check, yamllint --strict (stacks/ roles/ playbooks/, config
+    .yamllint) and ansible-lint --profile production (roles/ playbooks/, when they hold any).
+    Runs every step, then fails naming the ones that failed."""
     steps: list[tuple[str, str]] = [
         ("ruff check", f"{_bin('ruff')} check ."),
         ("ruff format", f"{_bin('ruff')} format --check ."),

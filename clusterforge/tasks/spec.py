@@ -55,7 +55,7 @@ def _summary(report: Report) -> str:
 def check(
     c: Context, stack: str = "", file: str = "", suppress: list[str] | None = None, json: bool = False
 ) -> None:
-    """Check a cluster spec: schema, then every rule against the hardware and software catalogues.
+    """Check a cluster spec: schema, then every rule against both catalogues.
 
     Exit 0 with a one-line summary when the spec is valid (warnings are printed but do not fail);
     exit 1 listing every error as FILE:LINE: key.path: message [check-id].
@@ -95,8 +95,10 @@ def _json_dumps(data: object) -> str:
 @task(help={"check": "do not write: exit 1 if the committed schema is out of date"})
 @friendly
 def schema(c: Context, check: bool = False) -> None:
-    """Write schemas/cluster-spec.schema.json, the JSON Schema of the spec (editors use it to complete
-    and check stacks/*.yaml through their `# yaml-language-server: $schema=...` line)."""
+    """Write schemas/cluster-spec.schema.json, the spec's JSON Schema.
+
+    Editors use it to complete and check stacks/*.yaml through their
+    `# yaml-language-server: $schema=...` first line. A test fails when the committed file is stale."""
     rel = SCHEMA_PATH.relative_to(Path(__file__).resolve().parents[2])
     if check:
         if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text() != render_schema():
@@ -109,7 +111,7 @@ def schema(c: Context, check: bool = False) -> None:
 
 @task(name="checks")
 def list_checks(c: Context) -> None:
-    """List the spec checks in the order they run, with the ids that --suppress and suppress_checks take."""
+    """List the spec checks in run order, by the ids --suppress and suppress_checks take."""
     width = max(len(k.id) for k in CHECKS)
     for k in CHECKS:
         print(f"{k.id:<{width}}  {k.summary}")
