@@ -8,6 +8,7 @@ from pathlib import Path
 from invoke import Context, task
 from invoke.exceptions import Exit
 
+from clusterforge.catalog import load_hardware
 from clusterforge.spec.checks import CHECKS, Report, check_file, check_ids
 from clusterforge.spec.checks.base import suggest
 from clusterforge.spec.loader import stack_path
@@ -27,8 +28,6 @@ def _summary(report: Report) -> str:
         return f"{report.file}: not loaded"
     nodes = sum(p.count for p in spec.node_pools)
     gpus = 0
-    from clusterforge.catalog import load_hardware
-
     hw = load_hardware()
     for pool in spec.node_pools:
         it = hw.get(pool.instance_type)

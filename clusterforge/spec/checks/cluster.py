@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from ipaddress import IPv4Network
 from pathlib import Path
 
+from clusterforge.catalog.compat import FsxDeployment
 from clusterforge.spec.checks.base import Check, CheckContext, Issue, error, info, one_of, suggest, warning
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import AwsProvider, StaticProvider
@@ -160,11 +161,11 @@ class FsxSettings(Check):
             )
 
 
-def _nearest(gib: int, rule: object) -> int:
-    last = rule.capacity_gib[-1]  # type: ignore[attr-defined]
-    step = rule.capacity_step_gib  # type: ignore[attr-defined]
+def _nearest(gib: int, rule: FsxDeployment) -> int:
+    """The next valid size at or above ``gib``."""
+    last, step = rule.capacity_gib[-1], rule.capacity_step_gib
     if gib <= last:
-        return last
+        return next(c for c in rule.capacity_gib if c >= gib)
     return last + -(-(gib - last) // step) * step
 
 
