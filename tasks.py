@@ -18,6 +18,14 @@ ns.add_collection(Collection.from_module(spec_tasks, name="spec"))
 ns.add_task(dev.test)
 ns.add_task(dev.lint)
 
+# up, down, status, certify (pipeline)
+from clusterforge.tasks import cluster  # noqa: E402
+
+ns.add_task(cluster.up)
+ns.add_task(cluster.down)
+ns.add_task(cluster.status)
+ns.add_task(cluster.certify)
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)

@@ -29,9 +29,12 @@ STATE_ROOT_ENV = "CLUSTERFORGE_STATE_DIR"
 STAGES = ("provisioned", "configured", "certified")
 
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
 def state_root() -> Path:
-    """Where per-stack state lives: ``$CLUSTERFORGE_STATE_DIR`` or ``./.clusterforge``."""
-    return Path(os.environ.get(STATE_ROOT_ENV, ".clusterforge")).resolve()
+    """Where per-stack state lives: ``$CLUSTERFORGE_STATE_DIR`` or ``<repo>/.clusterforge``."""
+    return Path(os.environ.get(STATE_ROOT_ENV) or REPO_ROOT / ".clusterforge").resolve()
 
 
 def stack_dir(stack: str) -> Path:
@@ -129,7 +132,8 @@ class Journal:
     def is_done(self, node: str, stage: str) -> bool:
         with self._lock:
             rec = self.nodes.get(node)
-            return bool(rec and stage in rec.done and not rec.failed_stage)
+            # A failure removes the failed stage and later ones from ``done``; earlier ones stand.
+            return bool(rec and stage in rec.done)
 
     def observe(self, node: str, provider_id: str) -> bool:
         """Tie the node's record to the machine now behind it; reset it if the machine changed.
@@ -150,9 +154,10 @@ class Journal:
             raise ValueError(f"unknown stage {stage!r}; stages: {', '.join(STAGES)}")
         with self._lock:
             rec = self.nodes.setdefault(node, NodeRecord())
-            # A stage being done means everything before it is done; later stages are stale.
+            # A stage being done means everything before it is done; later stages stay as they
+            # were (a converged re-run of configure must not forget the certification).
             upto = STAGES.index(stage) + 1
-            rec.done = list(STAGES[:upto])
+            rec.done = [s for s in STAGES if s in STAGES[:upto] or s in rec.done]
             rec.failed_stage = ""
             rec.reason = ""
             for key, value in fields.items():

@@ -88,6 +88,11 @@ def thresholds(it: InstanceType, profile: CertificationProfile) -> dict[str, flo
     # Overrides the catalogue does not know (e.g. checkpoint.write_ratio_min) are the checks' own keys.
     for key, value in profile.thresholds.items():
         out.setdefault(key, value)
+    if it.gpu is None:
+        # No GPU: the CPU path (gloo-allreduce) measures the network and reads gloo.* keys; the
+        # catalogue states those floors under nccl.* for the instance type.
+        for key in [k for k in out if k.startswith("nccl.")]:
+            out.setdefault("gloo." + key.removeprefix("nccl."), out[key])
     return out
 
 

@@ -32,7 +32,7 @@ def test_failure_forgets_the_failed_stage_and_later(tmp_path: Path) -> None:
     rec = Journal("t", root=tmp_path).record("n")
     assert rec.done == ["provisioned"]
     assert rec.failed_stage == "configured" and "slurm" in rec.reason
-    assert not j.is_done("n", "provisioned")  # a failed node is never "done"
+    assert j.is_done("n", "provisioned") and not j.is_done("n", "configured")
     j.mark_done("n", "configured")
     assert j.is_done("n", "configured") and j.record("n").reason == ""
 
@@ -85,3 +85,10 @@ def test_unreadable_journal_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "t" / "journal.json").write_text(json.dumps({"version": 99}))
     with pytest.raises(JournalError, match="version 99"):
         Journal("t", root=tmp_path)
+
+
+def test_reconfiguring_keeps_the_certification(tmp_path: Path) -> None:
+    j = Journal("t", root=tmp_path)
+    j.mark_done("n", "certified", verdict="pass")
+    j.mark_done("n", "configured")  # a converged second `up`
+    assert j.is_done("n", "certified")

@@ -1,0 +1,75 @@
+"""Run one command on a node, chosen from the node's Ansible connection vars.
+
+Admission talks to Slurm many times per node (sinfo, scontrol); an Ansible run per call would
+cost a second or more each, so commands go straight through the same transport Ansible uses:
+``podman exec`` / ``docker exec`` for container nodes, ``ssh`` for machines, a local process
+for ``ansible_connection: local``. Returns ``(rc, stdout, stderr)`` like the runner the
+admission code and the validators expect.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Callable
+
+from clusterforge.providers.base import Node
+
+Runner = Callable[[list[str]], tuple[int, str, str]]
+
+
+class RemoteError(Exception):
+    pass
+
+
+def command_prefix(node: Node, interactive: bool = False) -> list[str]:
+    conn = node.connection
+    kind = conn.get("ansible_connection", "ssh")
+    host = conn.get("ansible_host", node.name)
+    if kind == "containers.podman.podman":
+        return [
+            conn.get("ansible_podman_executable", "podman"),
+            "exec",
+            *(["-i"] if interactive else []),
+            host,
+        ]
+    if kind == "community.docker.docker":
+        return [
+            conn.get("ansible_docker_executable", "docker"),
+            "exec",
+            *(["-i"] if interactive else []),
+            host,
+        ]
+    if kind == "local":
+        return []
+    if kind in ("ssh", "ansible.builtin.ssh", "paramiko"):
+        argv = ["ssh", "-o", "BatchMode=yes"]
+        if conn.get("ansible_port"):
+            argv += ["-p", str(conn["ansible_port"])]
+        if conn.get("ansible_user"):
+            argv += ["-l", conn["ansible_user"]]
+        return [*argv, host, "--"]
+    raise RemoteError(
+        f"{node.name}: cannot run commands over ansible_connection {kind!r} yet "
+        "(supported: containers.podman.podman, community.docker.docker, ssh, local)"
+    )
+
+
+def node_runner(node: Node, timeout_s: float = 120.0) -> Runner:
+    """A runner executing argv on ``node``; a command that outlives ``timeout_s`` returns rc 124."""
+
+    def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        prefix = command_prefix(node, interactive=stdin is not None)
+        # ssh joins its arguments into one shell line: quote them so argv survives.
+        tail = [shlex.join(argv)] if prefix[:1] == ["ssh"] else argv
+        try:
+            proc = subprocess.run(
+                [*prefix, *tail], input=stdin, capture_output=True, text=True, timeout=timeout_s, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return 124, "", f"timed out after {timeout_s:g} s: {' '.join(argv)}"
+        except FileNotFoundError as exc:
+            return 127, "", f"{exc.filename}: not found"
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return run  # type: ignore[return-value]

@@ -1,0 +1,224 @@
+"""The certify stage: hold -> single-node checks -> network check -> release or drain.
+
+1. Every node of the batch must be registered with Slurm; it is then held (maintenance
+   reservation, admission.py) so no user work lands on it while it is judged.
+2. Single-node checks: ``playbooks/certify.yml`` (Ansible) puts the node's NODE.json in place,
+   runs the validators profile and fetches ``report.json``/``junit.xml`` into
+   ``.clusterforge/<stack>/reports/<node>/``.
+3. Network check: a Slurm job across the batch's nodes that passed (network.py). A lone node is
+   paired with an already certified node as the reference, or judged alone if there is none.
+4. Verdict: pass -> leaves the hold (``idle``); fail -> DRAIN ``clusterforge: <check>: <line>``.
+
+A node already certified (journal) is not certified again unless asked (``--recertify``, or
+`certify` on demand).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+from clusterforge.ansible.runner import PlaybookRun, run_stamp
+from clusterforge.certify.admission import Admission, AdmissionError
+from clusterforge.certify.network import NetworkJob, run_network_check
+from clusterforge.certify.node_config import dumps, profile_for, render_node_config
+from clusterforge.certify.reports import Verdict, merge, read_verdict
+from clusterforge.journal import now_iso, write_atomic
+from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
+from clusterforge.pipeline.scheduler import BaseStage, StageResult
+from clusterforge.providers.base import Node
+
+REGISTER_TIMEOUT_S = 90.0
+
+
+class CertifyStage(BaseStage):
+    name = "certify"
+
+    def __init__(self, ctx: StackContext, playbook: str = "certify.yml"):
+        self.ctx = ctx
+        self.playbook = ctx.playbooks / playbook
+        self._run: PlaybookRun | None = None
+
+    def cancel(self) -> None:
+        if self._run is not None:
+            self._run.cancel()
+
+    def _wanted(self, name: str) -> bool:
+        opts = self.ctx.options
+        if opts.only is not None:
+            return name in opts.only
+        return opts.recertify or not self.ctx.journal.is_done(name, "certified")
+
+    def run(self, nodes: list[str]) -> dict[str, StageResult]:
+        ctx = self.ctx
+        results: dict[str, StageResult] = {}
+        todo: list[Node] = []
+        for name in nodes:
+            node = ctx.nodes[name]
+            if node.role != "gpu":
+                results[name] = StageResult(True, "head/login node: not certified")
+            elif not self._wanted(name):
+                rec = ctx.journal.record(name)
+                results[name] = StageResult(True, f"certified earlier ({rec.certified_at}); not redone")
+            else:
+                todo.append(node)
+        if not todo:
+            return results
+        heads = ctx.heads()
+        if not heads:
+            for n in todo:
+                results[n.name] = self._failed(
+                    n.name, "certify", "no head node: nothing to admit the node to"
+                )
+            return results
+        admission = Admission(ctx.runner(heads[0]))
+        run_id = run_stamp()
+        for n in todo:
+            ctx.board.note(n.name, "waiting for slurmd to register")
+        missing = set(admission.wait_registered([n.name for n in todo], timeout_s=REGISTER_TIMEOUT_S))
+        for name in sorted(missing):
+            results[name] = self._failed(
+                name, "slurm-registration", "slurmd never registered with the controller"
+            )
+        todo = [n for n in todo if n.name not in missing]
+        try:
+            admission.hold([n.name for n in todo])
+        except AdmissionError as exc:
+            for n in todo:
+                results[n.name] = self._failed(n.name, "slurm-hold", str(exc))
+            return results
+        verdicts = self._single_node(todo, run_id)
+        verdicts = self._network(todo, verdicts, run_id, admission, heads[0])
+        for n in todo:
+            results[n.name] = self._decide(n, verdicts[n.name], admission)
+        return results
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def _suite(self, node: Node) -> tuple[str, str]:
+        name, prof = profile_for(self.ctx.spec, node.pool, self.ctx.options.profile)
+        return name, prof.suite
+
+    def _single_node(self, todo: list[Node], run_id: str) -> dict[str, Verdict]:
+        ctx = self.ctx
+        config_dir = ctx.paths.run / "node-config"
+        by_suite: dict[str, list[Node]] = defaultdict(list)
+        for n in todo:
+            write_atomic(config_dir / n.name / "NODE.json", dumps(render_node_config(ctx.spec, n)))
+            stale = ctx.paths.reports / n.name / "report.json"
+            stale.parent.mkdir(parents=True, exist_ok=True)
+            stale.unlink(missing_ok=True)  # never judge a node on an earlier run's report
+            by_suite[self._suite(n)[1]].append(n)
+            ctx.board.note(n.name, "held; running single-node checks")
+        verdicts: dict[str, Verdict] = {}
+        for suite, group in sorted(by_suite.items()):
+            run = PlaybookRun(
+                self.playbook,
+                ctx.hosts_file,
+                ctx.paths.run,
+                limit=[n.name for n in group],
+                extravars={
+                    "certify_profile": suite,
+                    "certify_config_dir": str(config_dir),
+                    "certify_reports_dir": str(ctx.paths.reports),
+                    "certify_run_id": run_id,
+                },
+                secrets=ctx.secrets(),
+                on_update=ctx.board.host,
+                env=ctx.env(),
+            )
+            self._run = run
+            try:
+                result = run.run()
+            finally:
+                self._run = None
+            states = {n.name: n.state for n in ctx.provider.nodes(ctx.spec)}
+            for n in group:
+                failure = result.failures.get(n.name)
+                if failure is not None or not result.host_ok(n.name):
+                    state = states.get(n.name, "gone")
+                    why = failure.render() if failure else f"certify.yml {result.status} (rc {result.rc})"
+                    if state != "running":
+                        why = f"node {state} during certification ({why})"
+                    verdicts[n.name] = Verdict(n.name, False, [("certify", why)])
+                else:
+                    verdicts[n.name] = read_verdict(n.name, ctx.paths.reports / n.name / "report.json")
+        return verdicts
+
+    def _network(
+        self, todo: list[Node], verdicts: dict[str, Verdict], run_id: str, admission: Admission, head: Node
+    ) -> dict[str, Verdict]:
+        ctx = self.ctx
+        shared = ctx.spec.storage.shared_path
+        group = [n for n in todo if verdicts[n.name].passed]
+        if not shared or not group:
+            return verdicts
+        reference: Node | None = None
+        if len(group) == 1:
+            reference = self._reference_peer({n.name for n in todo}, admission)
+            if reference is None:
+                ctx.board.note(group[0].name, "no peer: network check runs on this node alone")
+                return verdicts
+            admission.hold([reference.name])
+        members = group + ([reference] if reference else [])
+        configs = {}
+        for n in members:
+            peers = [p for p in members if p.name != n.name]
+            configs[n.name] = render_node_config(ctx.spec, n, peers)
+            write_atomic(
+                ctx.paths.run / "node-config" / n.name / "NODE-network.json", json.dumps(configs[n.name])
+            )
+            ctx.board.note(n.name, f"network check across {len(members)} nodes (Slurm job)")
+        suite = self._suite(group[0])[1]
+        job = NetworkJob(run_id, shared, suite, admission.reservation, NODE_VALIDATORS)
+        head_run = ctx.runner(head, timeout_s=job.time_limit_min * 60 + 60)
+        net = run_network_check(head_run, job, configs, ctx.paths.reports)
+        if reference is not None:
+            admission.release(reference.name)
+        out = dict(verdicts)
+        for n in group:
+            out[n.name] = merge(verdicts[n.name], net[n.name])
+        return out
+
+    def _reference_peer(self, exclude: set[str], admission: Admission) -> Node | None:
+        states = admission.nodes()
+        for n in self.ctx.compute():
+            if n.name in exclude or not self.ctx.journal.is_done(n.name, "certified"):
+                continue
+            if n.name in states and states[n.name].serving and states[n.name].state == "idle":
+                return n
+        return None
+
+    def _decide(self, node: Node, verdict: Verdict, admission: Admission) -> StageResult:
+        ctx = self.ctx
+        profile = self._suite(node)[0]
+        report = str(ctx.paths.reports / node.name / "report.json")
+        if verdict.passed:
+            try:
+                admission.release(node.name)
+            except AdmissionError as exc:
+                return self._failed(node.name, "slurm-release", str(exc))
+            ctx.journal.mark_done(
+                node.name, "certified", verdict="pass", certified_at=now_iso(), profile=profile, report=report
+            )
+            return StageResult(True, "certified and admitted")
+        check, line = verdict.first_failure
+        try:
+            reason = admission.fail(node.name, check, line)
+        except AdmissionError as exc:
+            reason = f"clusterforge: {check}: {line} (and draining failed: {exc})"
+        ctx.journal.mark_failed(
+            node.name,
+            "certified",
+            reason,
+            verdict="fail",
+            certified_at=now_iso(),
+            profile=profile,
+            report=report,
+        )
+        return StageResult(False, reason)
+
+    def _failed(self, name: str, check: str, line: str) -> StageResult:
+        reason = f"clusterforge: {check}: {line}"
+        self.ctx.journal.mark_failed(name, "certified", reason, verdict="fail", certified_at=now_iso())
+        return StageResult(False, reason)

@@ -1,0 +1,92 @@
+"""What the stages of one `up`/`certify` share: spec, provider, journal, paths, live nodes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clusterforge.ansible.runner import REPO_ROOT, ansible_env, run_stamp
+from clusterforge.certify.remote import Runner, node_runner
+from clusterforge.journal import Journal, stack_dir
+from clusterforge.pipeline.display import Board
+from clusterforge.providers.base import Node, Provider
+from clusterforge.spec.models import ClusterSpec
+
+PLAYBOOKS = REPO_ROOT / "playbooks"
+INVENTORIES = REPO_ROOT / "inventories"
+# The validators CLI as installed on nodes by the validators_runtime role.
+NODE_VALIDATORS = ("/usr/local/bin/clusterforge-validators",)
+
+
+@dataclass(frozen=True)
+class StackPaths:
+    """Where a stack's state lives on the workstation (all under .clusterforge/<stack>/)."""
+
+    state: Path
+    run: Path  # this invocation's run folder: runs/<timestamp>/ (Ansible logs, NODE.json files)
+    reports: Path  # reports/<node>/report.json, junit.xml, network-report.json
+    inventory: Path  # inventories/<stack>/
+    munge_key: Path
+
+    @classmethod
+    def for_stack(cls, stack: str, inventories: Path = INVENTORIES) -> StackPaths:
+        state = stack_dir(stack)
+        return cls(
+            state=state,
+            run=state / "runs" / run_stamp(),
+            reports=state / "reports",
+            inventory=inventories / stack,
+            munge_key=state / "munge.key",
+        )
+
+
+@dataclass
+class Options:
+    recertify: bool = False
+    profile: str | None = None  # certification profile override (else each pool's own)
+    only: frozenset[str] | None = None  # certify: these nodes only
+
+
+@dataclass
+class StackContext:
+    spec: ClusterSpec
+    provider: Provider
+    journal: Journal
+    paths: StackPaths
+    board: Board
+    options: Options = field(default_factory=Options)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    playbooks: Path = PLAYBOOKS
+    # How commands reach a node (the head's scontrol/sinfo/sbatch); tests inject a fake Slurm.
+    runner: Callable[..., Runner] = node_runner
+
+    def secrets(self) -> list[bytes]:
+        """Values that must never be printed: the cluster's munge key."""
+        try:
+            return [self.paths.munge_key.read_bytes()]
+        except OSError:
+            return []
+
+    def env(self) -> dict[str, str]:
+        env = ansible_env(self.paths.state)
+        collections = REPO_ROOT / ".clusterforge" / "collections"
+        if collections.exists():
+            env.setdefault("ANSIBLE_COLLECTIONS_PATH", str(collections))
+        if self.spec.provider.kind == "local":
+            from clusterforge.providers.local.config import write_podman_config
+
+            env.update(write_podman_config())
+        return env
+
+    def heads(self) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.role == "head"), key=lambda n: n.name)
+
+    def compute(self) -> list[Node]:
+        return sorted((n for n in self.nodes.values() if n.role == "gpu"), key=lambda n: n.name)
+
+    @property
+    def hosts_file(self) -> Path:
+        return self.paths.inventory / "hosts.yml"

@@ -1,0 +1,119 @@
+"""The three stages of `up`: provision, configure, certify (+ admit). Each journals per node.
+
+- provision: the provider brings every node up (idempotent); the journal ties each node to the
+  machine behind it (a replaced container starts over); the inventory is rendered.
+- configure: ``playbooks/site.yml`` limited to the batch. Head nodes go first and alone: compute
+  nodes register with their controller. Configure always runs (a converged node reports zero
+  changes); a change on a certified node makes its certification stale.
+- certify: compute nodes only (see certify_stage.py).
+"""
+
+from __future__ import annotations
+
+from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.inventory import render_inventory, write_inventory
+from clusterforge.pipeline.context import StackContext
+from clusterforge.pipeline.scheduler import BaseStage, Gate, NodeProgress, StageResult, Status
+
+
+class ProvisionStage(BaseStage):
+    name = "provision"
+
+    def __init__(self, ctx: StackContext):
+        self.ctx = ctx
+
+    def gate(self, node: str, progress: dict[str, NodeProgress]) -> tuple[Gate, str]:
+        # One batch for all: the provider creates the stack as a whole (network, volumes, nodes).
+        here = [p for p in progress.values() if p.stage == self.name]
+        ready = all(p.status is Status.WAITING for p in here)
+        return (Gate.OPEN, "") if ready else (Gate.WAIT, "")
+
+    def run(self, nodes: list[str]) -> dict[str, StageResult]:
+        ctx = self.ctx
+        created = ctx.provider.create(ctx.spec, ctx.board.note)
+        with ctx.lock:
+            ctx.nodes = {n.name: n for n in created}
+        results: dict[str, StageResult] = {}
+        for name in nodes:
+            node = ctx.nodes.get(name)
+            if node is None:
+                results[name] = StageResult(False, "the provider did not bring this node up")
+                continue
+            if node.state != "running":
+                ctx.journal.mark_failed(name, "provisioned", f"provider state {node.state}")
+                results[name] = StageResult(False, f"provider state {node.state}")
+                continue
+            if ctx.journal.observe(name, node.provider_id):
+                ctx.board.note(name, "new machine behind this node: starting over")
+            if not ctx.journal.is_done(name, "provisioned"):
+                ctx.journal.mark_done(name, "provisioned")
+            results[name] = StageResult(True)
+        inv = render_inventory(ctx.spec, list(ctx.nodes.values()), ctx.paths.munge_key)
+        write_inventory(inv, ctx.paths.inventory)
+        return results
+
+
+class ConfigureStage(BaseStage):
+    name = "configure"
+
+    def __init__(self, ctx: StackContext, playbook: str = "site.yml"):
+        self.ctx = ctx
+        self.playbook = ctx.playbooks / playbook
+        self._run: PlaybookRun | None = None
+
+    def gate(self, node: str, progress: dict[str, NodeProgress]) -> tuple[Gate, str]:
+        heads = [n.name for n in self.ctx.heads() if n.name in progress]
+        if node in heads:
+            return Gate.OPEN, ""
+        for head in heads:
+            p = progress[head]
+            if p.status is Status.FAILED or p.status is Status.CANCELLED:
+                return Gate.BLOCKED, f"head node {head} failed ({p.reason}): no Slurm controller to join"
+            if not p.passed_stage(self.name):
+                return Gate.WAIT, ""
+        return Gate.OPEN, ""
+
+    def cancel(self) -> None:
+        if self._run is not None:
+            self._run.cancel()
+
+    def run(self, nodes: list[str]) -> dict[str, StageResult]:
+        ctx = self.ctx
+        run = PlaybookRun(
+            self.playbook,
+            ctx.hosts_file,
+            ctx.paths.run,
+            limit=nodes,
+            secrets=ctx.secrets(),
+            on_update=ctx.board.host,
+            env=ctx.env(),
+        )
+        self._run = run
+        try:
+            result = run.run()
+        finally:
+            self._run = None
+        # The munge key may have been created by this very run: scrub again with it known.
+        run.secrets = ctx.secrets()
+        run._scrub(run.run_dir / "artifacts" / "run")
+        out: dict[str, StageResult] = {}
+        for name in nodes:
+            host = result.hosts.get(name)
+            changed = host.changed if host else 0
+            if result.host_ok(name):
+                if changed and ctx.journal.is_done(name, "certified"):
+                    ctx.journal.invalidate(name, "certified")
+                    ctx.board.note(name, f"{changed} change(s) on a certified node: certification is stale")
+                ctx.journal.mark_done(name, "configured")
+                out[name] = StageResult(True, f"{changed} changed", changed=changed)
+                continue
+            failure = result.failures.get(name)
+            if failure is not None:
+                reason = failure.render()
+            elif result.status in ("canceled", "timeout"):
+                reason = f"site.yml {result.status}"
+            else:
+                reason = f"site.yml exited {result.rc} before this host finished; log: {result.log}"
+            ctx.journal.mark_failed(name, "configured", reason)
+            out[name] = StageResult(False, reason, changed=changed)
+        return out

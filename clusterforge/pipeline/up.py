@@ -1,0 +1,219 @@
+"""`up` and on-demand `certify`: preflight, plan, the streamed pipeline, the summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from clusterforge.certify.remote import Runner, node_runner
+from clusterforge.journal import Journal
+from clusterforge.pipeline.certify_stage import CertifyStage
+from clusterforge.pipeline.context import INVENTORIES, PLAYBOOKS, Options, StackContext, StackPaths
+from clusterforge.pipeline.display import Board
+from clusterforge.pipeline.scheduler import BaseStage, NodeProgress, Scheduler, StageResult, Status
+from clusterforge.pipeline.stages import ConfigureStage, ProvisionStage
+from clusterforge.providers import Provider, get_provider
+from clusterforge.spec.models import ClusterSpec
+
+EXIT_OK, EXIT_FAILED, EXIT_PREFLIGHT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+@dataclass
+class Outcome:
+    code: int
+    progress: dict[str, NodeProgress] = field(default_factory=dict)
+    changed: int = 0
+
+    @property
+    def failed(self) -> list[str]:
+        return sorted(n for n, p in self.progress.items() if p.status is not Status.DONE)
+
+
+def preflight(spec: ClusterSpec, provider: Provider, console: Console, playbooks: Path = PLAYBOOKS) -> bool:
+    """Everything that would stop `up`, found before anything is created."""
+    problems = provider.preflight(spec)
+    for p in problems:
+        console.print(p.render(), style="red" if p.level == "error" else "yellow", highlight=False)
+    missing = [p.name for p in (playbooks / "site.yml", playbooks / "certify.yml") if not p.exists()]
+    if missing:
+        console.print(f"error: {', '.join(missing)} missing in {playbooks}", style="red")
+    return not missing and not any(p.level == "error" for p in problems)
+
+
+def checks_for(suite: str) -> list[str]:
+    """Check ids the validators run for a profile (asked from the validators CLI itself)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "validators", "list", "--json", "--profile", suite],
+        capture_output=True, text=True, check=False, cwd=PLAYBOOKS.parent,
+    )  # fmt: skip
+    try:
+        return [c["id"] for c in json.loads(proc.stdout)]
+    except (json.JSONDecodeError, TypeError, KeyError):
+        return [f"(cannot list: {proc.stderr.strip() or 'validators list failed'})"]
+
+
+def print_plan(
+    spec: ClusterSpec, provider: Provider, journal: Journal, options: Options, console: Console
+) -> None:
+    planned = provider.plan(spec)
+    table = Table(title=f"plan for stack {spec.stack!r} (nothing is changed)")
+    for col in ("node", "role", "type", "provider", "configure", "certify"):
+        table.add_column(col)
+    for p in planned:
+        if p.role != "gpu":
+            cert = "-"
+        elif options.recertify or not journal.is_done(p.name, "certified"):
+            cert = "certify, then admit or drain"
+        else:
+            cert = "certified earlier: skip"
+        table.add_row(p.name, p.role, p.instance_type, p.action, "site.yml (converge)", cert)
+    console.print(table)
+    suites = sorted(
+        {
+            spec.certification.profiles[pool.certification].suite
+            for pool in spec.node_pools
+            if pool.certification
+        }
+    )
+    for suite in suites:
+        console.print(f"checks ({suite}): {', '.join(checks_for(suite))}", highlight=False)
+    console.print(
+        "playbooks: playbooks/site.yml (head first, then compute nodes), playbooks/certify.yml",
+        highlight=False,
+    )
+
+
+def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
+    table = Table(title=f"stack {ctx.spec.stack}: summary")
+    for col in ("node", "role", "result", "changed", "detail"):
+        table.add_column(col)
+    for name, p in sorted(outcome.progress.items()):
+        role = ctx.nodes[name].role if name in ctx.nodes else ""
+        if p.status is Status.DONE:
+            rec = ctx.journal.record(name)
+            result = "[green]certified[/green]" if rec.verdict == "pass" else "[green]ok[/green]"
+        else:
+            result = f"[red]{p.status.value} at {p.stage}[/red]"
+        table.add_row(name, role, result, str(p.changed), p.reason)
+    console.print(table)
+    console.print(
+        f"Ansible changes: {outcome.changed}; logs: {ctx.paths.run}; reports: {ctx.paths.reports}",
+        highlight=False,
+    )
+
+
+def _run(ctx: StackContext, stages: list[BaseStage], names: list[str], console: Console) -> Outcome:
+    try:
+        with ctx.board:
+            progress = Scheduler(stages, names, listener=ctx.board.stage).run()
+    except KeyboardInterrupt:
+        console.print(
+            "interrupted: finished work is journalled; run the same command again to resume", style="yellow"
+        )
+        return Outcome(EXIT_INTERRUPTED)
+    outcome = Outcome(EXIT_OK, progress, sum(p.changed for p in progress.values()))
+    summary(outcome, ctx, console)
+    if outcome.failed:
+        outcome.code = EXIT_FAILED
+    return outcome
+
+
+@dataclass
+class Seams:
+    """What tests replace: the provider, the playbooks folder, the transport to nodes, inventories."""
+
+    provider: Provider | None = None
+    playbooks: Path = PLAYBOOKS
+    runner: Callable[..., Runner] = node_runner
+    inventories: Path = INVENTORIES
+
+
+def _context(
+    spec: ClusterSpec, provider: Provider, options: Options, board: Board, seams: Seams
+) -> StackContext:
+    paths = StackPaths.for_stack(spec.stack, seams.inventories)
+    journal = Journal(spec.stack, paths.state.parent)
+    return StackContext(
+        spec, provider, journal, paths, board, options, playbooks=seams.playbooks, runner=seams.runner
+    )
+
+
+def up(
+    spec: ClusterSpec,
+    options: Options,
+    *,
+    dry_run: bool = False,
+    console: Console | None = None,
+    seams: Seams | None = None,
+) -> Outcome:
+    console = console or Console()
+    seams = seams or Seams()
+    provider = seams.provider or get_provider(spec)
+    if not preflight(spec, provider, console, seams.playbooks):
+        return Outcome(EXIT_PREFLIGHT)
+    if dry_run:
+        paths = StackPaths.for_stack(spec.stack, seams.inventories)
+        print_plan(spec, provider, Journal(spec.stack, paths.state.parent), options, console)
+        return Outcome(EXIT_OK)
+    planned = provider.plan(spec)
+    board = Board([(p.name, p.role) for p in planned], console)
+    ctx = _context(spec, provider, options, board, seams)
+    stages: list[BaseStage] = [ProvisionStage(ctx), ConfigureStage(ctx), CertifyStage(ctx)]
+    return _run(ctx, stages, [p.name for p in planned], console)
+
+
+class RefreshStage(BaseStage):
+    """`certify` on demand: take the nodes as they are now (nothing is created)."""
+
+    name = "refresh"
+
+    def __init__(self, ctx: StackContext):
+        self.ctx = ctx
+
+    def run(self, nodes: list[str]) -> dict[str, StageResult]:
+        with self.ctx.lock:
+            self.ctx.nodes = {n.name: n for n in self.ctx.provider.nodes(self.ctx.spec)}
+        out = {}
+        for name in nodes:
+            node = self.ctx.nodes.get(name)
+            if node is None or node.state != "running":
+                state = node.state if node else "absent"
+                out[name] = StageResult(False, f"node is {state}: run `invoke up` first")
+            elif not self.ctx.journal.is_done(name, "configured"):
+                out[name] = StageResult(False, "never configured: run `invoke up` first")
+            else:
+                out[name] = StageResult(True)
+        return out
+
+
+def certify(
+    spec: ClusterSpec,
+    names: list[str] | None,
+    profile: str | None,
+    console: Console | None = None,
+    seams: Seams | None = None,
+) -> Outcome:
+    console = console or Console()
+    seams = seams or Seams()
+    provider = seams.provider or get_provider(spec)
+    planned = provider.plan(spec)
+    compute = [p.name for p in planned if p.role == "gpu"]
+    unknown = sorted(set(names or []) - set(compute))
+    if unknown:
+        console.print(f"error: not compute nodes of stack {spec.stack!r}: {', '.join(unknown)} "
+                      f"(compute nodes: {', '.join(compute)})", style="red")  # fmt: skip
+        return Outcome(EXIT_PREFLIGHT)
+    targets = sorted(names) if names else compute
+    heads = [p.name for p in planned if p.role == "head"]
+    board = Board([(n, "gpu") for n in targets], console)
+    options = Options(recertify=True, profile=profile, only=frozenset(targets))
+    ctx = _context(spec, provider, options, board, seams)
+    # Heads pass through refresh too (admission needs the head's connection), not through certify.
+    return _run(ctx, [RefreshStage(ctx), CertifyStage(ctx)], heads + targets, console)

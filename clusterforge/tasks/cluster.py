@@ -1,0 +1,145 @@
+"""up, down, status, certify: the cluster's life cycle (thin: parse, call clusterforge, print)."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import sys
+from pathlib import Path
+
+from invoke import Context, task
+from invoke.exceptions import Exit
+from rich.console import Console
+
+from clusterforge.spec.models import ClusterSpec
+from clusterforge.tasks._cli import friendly
+
+_HELP_STACK = "stack name: stacks/NAME.yaml"
+_HELP_SPEC = "path of a spec file (instead of --stack)"
+
+
+def load(stack: str, spec: str) -> ClusterSpec:
+    """The spec, schema- and semantically checked; errors as FILE:LINE: key: message."""
+    from clusterforge.spec.checks import check_file
+    from clusterforge.spec.loader import stack_path
+
+    if bool(stack) == bool(spec):
+        raise Exit("give exactly one of --stack NAME or --spec PATH", code=2)
+    report = check_file(Path(spec) if spec else stack_path(stack), [])
+    if not report.ok or report.spec is None:
+        raise Exit("\n".join(f.render() for f in report.errors) or "the spec is not valid", code=1)
+    return report.spec
+
+
+def with_compute_count(spec: ClusterSpec, count: int) -> ClusterSpec:
+    """The spec with its (first) compute pool resized, for `up --nodes N`."""
+    if count < 1:
+        raise Exit(f"--nodes {count}: give at least 1 compute node", code=2)
+    pools = list(spec.node_pools)
+    for i, pool in enumerate(pools):
+        if pool.role == "gpu":
+            pools[i] = pool.model_copy(update={"count": count})
+            return spec.model_copy(update={"node_pools": pools})
+    raise Exit(f"stack {spec.stack!r} has no compute (role: gpu) pool to resize", code=2)
+
+
+@task(
+    help={
+        "stack": _HELP_STACK,
+        "spec": _HELP_SPEC,
+        "nodes": "number of compute nodes (overrides the spec's compute pool count)",
+        "dry_run": "print the plan (nodes, playbooks, checks) and change nothing",
+        "recertify": "certify nodes again even when the journal says they passed",
+    }
+)
+@friendly
+def up(
+    c: Context,
+    stack: str = "",
+    spec: str = "",
+    nodes: int = 0,
+    dry_run: bool = False,
+    recertify: bool = False,
+) -> None:
+    """Bring a stack up: provision -> configure -> certify -> admit, node by node.
+
+    Each node moves on as soon as it is ready; a failing node is drained/quarantined with the
+    reason and the others go on. Ends with a summary; exit 1 if any node failed. Running it again
+    resumes; on a converged stack it changes nothing and certifies nothing (unless --recertify).
+    """
+    from clusterforge.pipeline.context import Options
+    from clusterforge.pipeline.up import up as run_up
+
+    cluster = load(stack, spec)
+    if nodes:
+        cluster = with_compute_count(cluster, nodes)
+    outcome = run_up(cluster, Options(recertify=recertify), dry_run=dry_run)
+    if outcome.code:
+        raise Exit(code=outcome.code)
+
+
+@task(
+    help={
+        "stack": _HELP_STACK,
+        "spec": _HELP_SPEC,
+        "nodes": "comma-separated compute node names (default: all compute nodes)",
+        "profile": "certification profile of the spec to use (default: each pool's own)",
+    }
+)
+@friendly
+def certify(c: Context, stack: str = "", spec: str = "", nodes: str = "", profile: str = "") -> None:
+    """Certify nodes now: hold them in Slurm, run the checks, then release (pass) or drain (fail)."""
+    from clusterforge.pipeline.up import certify as run_certify
+
+    cluster = load(stack, spec)
+    if profile and profile not in cluster.certification.profiles:
+        known = ", ".join(sorted(cluster.certification.profiles)) or "none"
+        raise Exit(
+            f"--profile {profile!r}: not in certification.profiles of the spec (known: {known})", code=2
+        )
+    names = [n.strip() for n in nodes.split(",") if n.strip()] or None
+    outcome = run_certify(cluster, names, profile or None)
+    if outcome.code:
+        raise Exit(code=outcome.code)
+
+
+@task(help={"stack": _HELP_STACK, "spec": _HELP_SPEC, "json": "print JSON (a list, one object per node)"})
+@friendly
+def status(c: Context, stack: str = "", spec: str = "", json: bool = False) -> None:
+    """A row per node: provider state, configured, certification verdict and time, Slurm state and reason."""
+    from clusterforge.providers import get_provider
+    from clusterforge.status import collect, table
+
+    cluster = load(stack, spec)
+    rows = collect(cluster, get_provider(cluster))
+    if json:
+        print(jsonlib.dumps([r.as_dict() for r in rows], indent=2))
+    else:
+        Console().print(table(cluster, rows))
+
+
+@task(help={"stack": _HELP_STACK, "spec": _HELP_SPEC, "yes": "do not ask (needed when there is no terminal)"})
+@friendly
+def down(c: Context, stack: str = "", spec: str = "", yes: bool = False) -> None:
+    """Destroy a stack: its nodes, network and volumes (asks first, naming the stack and what goes)."""
+    from clusterforge.journal import Journal, stack_dir
+    from clusterforge.providers import get_provider
+
+    cluster = load(stack, spec)
+    provider = get_provider(cluster)
+    existing = provider.nodes(cluster)
+    what = (
+        f"stack {cluster.stack!r}: {len(existing)} node(s) ({', '.join(n.name for n in existing) or 'none'})"
+    )
+    what += " and the stack's network and volumes"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise Exit(f"refusing to destroy {what} without a terminal to confirm: add --yes", code=2)
+        answer = input(f"Destroy {what}? Type the stack name to confirm: ").strip()
+        if answer != cluster.stack:
+            raise Exit("not confirmed: nothing destroyed", code=1)
+    summary = provider.destroy(cluster)
+    Journal(cluster.stack, stack_dir(cluster.stack).parent).forget()
+    print(
+        f"destroyed stack {cluster.stack!r}: {len(summary.containers)} container(s), "
+        f"{len(summary.networks)} network(s), {len(summary.volumes)} volume(s)"
+    )

@@ -1,0 +1,140 @@
+"""`up` and `certify` end to end over fakes: local-connection nodes, stand-in playbooks run by the
+real ansible-runner, a fake Slurm head node. Streaming, quarantine, resume, drain with reason."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from clusterforge.journal import Journal
+from clusterforge.pipeline.context import Options
+from clusterforge.pipeline.scheduler import Status
+from clusterforge.pipeline.up import Seams, certify, up
+from clusterforge.spec.loader import load_spec
+from tests.pipeline.fakes import FakeProvider, FakeSlurm
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    for var in ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TMP"):
+        monkeypatch.setenv(var, str(tmp_path / var.lower()))
+    monkeypatch.setenv("CLUSTERFORGE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("CF_TEST_WORK", str(tmp_path))
+    monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "")
+    monkeypatch.setenv("CF_TEST_FAIL_CERT", "")
+    spec, _ = load_spec(ROOT / "stacks" / "local.yaml")
+    pools = [p.model_copy(update={"count": 3}) if p.role == "gpu" else p for p in spec.node_pools]
+    spec = spec.model_copy(update={"stack": "pt-up", "node_pools": pools})
+    slurm = FakeSlurm()
+    for name in ("node-001", "node-002", "node-003"):
+        slurm.register(name)
+    provider = FakeProvider()
+    seams = Seams(provider=provider, playbooks=PLAYBOOKS, runner=slurm.runner, inventories=tmp_path / "inv")
+    return {"spec": spec, "slurm": slurm, "provider": provider, "seams": seams, "tmp": tmp_path}
+
+
+def run_up(world: dict, **opts: bool):  # noqa: ANN201
+    out = io.StringIO()
+    outcome = up(world["spec"], Options(**opts), console=Console(file=out, width=200), seams=world["seams"])
+    return outcome, out.getvalue()
+
+
+def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world: dict) -> None:
+    outcome, text = run_up(world)
+    assert outcome.code == 0, text
+    slurm: FakeSlurm = world["slurm"]
+    assert {n: s["state"] for n, s in slurm.nodes.items()} == {f"node-00{i}": "idle" for i in (1, 2, 3)}
+    assert slurm.reservation is None  # hold lifted
+    assert any(
+        c[0] == "sbatch" and "-w" in c and c[c.index("-w") + 1] == "node-001,node-002,node-003"
+        for c in slurm.calls
+    )
+    assert outcome.changed == 4  # one marker per node (head included)
+    journal = Journal("pt-up")
+    assert all(journal.record(f"node-00{i}").verdict == "pass" for i in (1, 2, 3))
+    assert (world["tmp"] / "inv" / "pt-up" / "hosts.yml").exists()
+    calls_before = len(slurm.calls)
+    again, text = run_up(world)
+    assert again.code == 0, text
+    assert again.changed == 0
+    new_calls = slurm.calls[calls_before:]
+    assert not any(c[0] in ("sbatch", "scontrol") for c in new_calls)  # nothing held, nothing certified
+    assert "certified earlier" in text
+
+
+def test_configure_failure_quarantines_only_that_node(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "node-002")
+    outcome, text = run_up(world)
+    assert outcome.code == 1 and outcome.failed == ["node-002"]
+    p = outcome.progress["node-002"]
+    assert p.stage == "configure" and p.status is Status.FAILED
+    assert "TASK [Install the pinned package] failed on node-002" in p.reason and "libnccl2" in p.reason
+    slurm: FakeSlurm = world["slurm"]
+    assert slurm.nodes["node-002"]["reason"] == "clusterforge: certifying"  # never certified, never admitted
+    assert slurm.nodes["node-001"]["state"] == "idle" and slurm.nodes["node-003"]["state"] == "idle"
+    # fixed: the next `up` converges node-002 and certifies it alone, with a certified node as reference
+    monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "")
+    again, text = run_up(world)
+    assert again.code == 0, text
+    assert slurm.nodes["node-002"]["state"] == "idle"
+    last_job = [c for c in slurm.calls if c[0] == "sbatch"][-1]
+    assert (
+        "node-002" in last_job[last_job.index("-w") + 1]
+        and len(last_job[last_job.index("-w") + 1].split(",")) == 2
+    )
+
+
+def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CF_TEST_FAIL_CERT", "node-003")
+    outcome, text = run_up(world)
+    assert outcome.code == 1 and outcome.failed == ["node-003"]
+    slurm: FakeSlurm = world["slurm"]
+    assert slurm.nodes["node-003"] == {
+        "state": "drained",
+        "reason": "clusterforge: software-versions: nccl: 2.18.1 installed, 2.26.2 pinned",
+    }
+    assert slurm.nodes["node-001"]["state"] == "idle"
+    network = [c for c in slurm.calls if c[0] == "sbatch"][-1]
+    assert network[network.index("-w") + 1] == "node-001,node-002"  # the failed node is left out
+    assert "software-versions" in text
+
+
+def test_slow_network_drains_and_on_demand_certify_recovers(world: dict) -> None:
+    slurm: FakeSlurm = world["slurm"]
+    outcome, _ = run_up(world)
+    assert outcome.code == 0
+    slurm.slow = {"node-001"}
+    out = io.StringIO()
+    result = certify(world["spec"], ["node-001"], None, console=Console(file=out), seams=world["seams"])
+    assert result.code == 1, out.getvalue()
+    assert slurm.nodes["node-001"]["state"] == "drained"
+    assert slurm.nodes["node-001"]["reason"].startswith("clusterforge: gloo-allreduce: busbw")
+    assert slurm.nodes["node-002"]["state"] == "idle"  # the reference peer went back to work
+    slurm.slow = set()
+    result = certify(
+        world["spec"], ["node-001"], None, console=Console(file=io.StringIO()), seams=world["seams"]
+    )
+    assert result.code == 0 and slurm.nodes["node-001"]["state"] == "idle"
+
+
+def test_dry_run_changes_nothing(world: dict) -> None:
+    out = io.StringIO()
+    outcome = up(
+        world["spec"], Options(), dry_run=True, console=Console(file=out, width=200), seams=world["seams"]
+    )
+    assert outcome.code == 0
+    assert world["provider"].created == 0 and not world["slurm"].calls
+    assert "node-003" in out.getvalue() and "certify" in out.getvalue()
+    assert not (world["tmp"] / "state" / "pt-up" / "journal.json").exists()
+
+
+def test_unknown_node_for_certify_is_refused(world: dict) -> None:
+    out = io.StringIO()
+    outcome = certify(world["spec"], ["node-009"], None, console=Console(file=out), seams=world["seams"])
+    assert outcome.code == 2 and "node-009" in out.getvalue()
