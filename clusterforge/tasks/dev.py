@@ -54,14 +54,14 @@ def _ansible_targets() -> list[str]:
 def lint(c: Context) -> None:
     """Run ruff, yamllint and ansible-lint as CI does.
 
-    ruff check, ruff format --check, yamllint --strict (stacks/ roles/ playbooks/, config
-    .yamllint) and ansible-lint --profile production (roles/ playbooks/, when they hold any).
+    ruff check, ruff format --check, yamllint --strict (stacks/ roles/ playbooks/ clusterforge/data/,
+    config .yamllint) and ansible-lint --profile production (roles/ playbooks/, when they hold any).
     Runs every step, then fails naming the ones that failed."""
     steps: list[tuple[str, str]] = [
         ("ruff check", f"{_bin('ruff')} check ."),
         ("ruff format", f"{_bin('ruff')} format --check ."),
     ]
-    yaml_dirs = [d for d in ("stacks", "roles", "playbooks") if (ROOT / d).is_dir() and _has_yaml(ROOT / d)]
+    yaml_dirs = [d for d in ("stacks", "roles", "playbooks", "clusterforge/data") if _has_yaml(ROOT / d)]
     if yaml_dirs:
         steps.append(("yamllint", f"{_bin('yamllint')} --strict -c .yamllint {' '.join(yaml_dirs)}"))
     ansible = _ansible_targets()
