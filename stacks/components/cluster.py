@@ -29,6 +29,8 @@ AMI_PARAMETERS = {
     "ubuntu-24.04": "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
     "debian-12": "/aws/service/debian/release/bookworm/latest/amd64",
 }
+# Root device name of those images (Canonical's Ubuntu AMIs: /dev/sda1; Debian's: /dev/xvda).
+ROOT_DEVICES = {"ubuntu-22.04": "/dev/sda1", "ubuntu-24.04": "/dev/sda1", "debian-12": "/dev/xvda"}
 
 
 @dataclass
@@ -93,6 +95,7 @@ def _pool_args(
         image_id=image,
         root_volume=RootVolumeArgs(
             size_gib=pool.root_volume.size_gib,
+            device_name=ROOT_DEVICES[spec.software.os_image],
             type=pool.root_volume.type,
             iops=pool.root_volume.iops,
             throughput_mibps=pool.root_volume.throughput_mibps,

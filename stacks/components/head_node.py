@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 import pulumi
 import pulumi_aws as aws
 
-from components.node_pool import NodeOutputs, NodePool, NodePoolArgs, RootVolumeArgs
+from components.node_pool import NodeOutputs, NodePool, NodePoolArgs
 from components.tags import with_name
 
 BASTION_INSTANCE_TYPE = "t3.micro"
@@ -105,7 +105,9 @@ class HeadNode(pulumi.ComponentResource):
                 network_cards=1,
                 subnet_id=args.public_subnet_id,
                 security_group_ids=groups,
-                root_volume=RootVolumeArgs(size_gib=16),
+                root_volume=replace(
+                    args.bastion_pool.root_volume, size_gib=16, iops=None, throughput_mibps=None
+                ),
                 placement_strategy=None,
                 capacity_reservation_id=None,
                 capacity_block_id=None,

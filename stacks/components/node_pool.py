@@ -56,6 +56,7 @@ def interface_layout(efa_interfaces: int, network_cards: int) -> list[InterfaceS
 @dataclass(frozen=True)
 class RootVolumeArgs:
     size_gib: int
+    device_name: str = "/dev/sda1"  # the AMI's root device: the mapping resizes it, not adds a disk
     type: str = "gp3"
     iops: int | None = None
     throughput_mibps: int | None = None
@@ -197,7 +198,7 @@ class NodePool(pulumi.ComponentResource):
     @staticmethod
     def _root_volume(volume: RootVolumeArgs) -> aws.ec2.LaunchTemplateBlockDeviceMappingArgs:
         return aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-            device_name="/dev/sda1",  # the root device of Ubuntu and Debian AMIs
+            device_name=volume.device_name,
             ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                 volume_size=volume.size_gib,
                 volume_type=volume.type,

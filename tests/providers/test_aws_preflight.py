@@ -223,6 +223,7 @@ def _reservation(rid: str, **fields: object) -> dict:
         "InstanceMatchCriteria": "targeted",
         "ReservationType": "default",
         "StartDate": NOW - dt.timedelta(days=3),
+        "PlacementGroupArn": "arn:aws:ec2:us-east-1:123456789012:placement-group/prod-gpu",
     }
     base.update(fields)
     return {"CapacityReservations": [base]}
@@ -260,6 +261,14 @@ def test_reservation_in_other_zone_and_too_small_says_both():
     assert "availability zone us-east-1b (spec: us-east-1a)" in errors[0].message
     assert "8 instances (pool count: 16)" in errors[0].message
     assert any(f.level == "warning" and "capacity_reservation_size" in f.subject for f in findings)
+
+
+def test_reservation_outside_the_pools_placement_group_warns():
+    res = _reservation(PROD_CR)
+    del res["CapacityReservations"][0]["PlacementGroupArn"]
+    (finding,) = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
+    assert finding.level == "warning"
+    assert "outside any cluster placement group" in finding.message and "prod-gpu" in finding.fix
 
 
 def test_missing_or_expired_reservation_is_an_error():

@@ -368,6 +368,23 @@ class CapacityReservation(Check):
                         "fix the pool or use a matching reservation",
                     )
                 )
+            if pool.placement_group is not None:
+                want = f"{spec.stack}-{pool.name}"
+                arn = res.get("PlacementGroupArn")
+                have = arn.rsplit("/", 1)[-1] if arn else None
+                if have != want:
+                    where = f"in placement group {have}" if have else "outside any cluster placement group"
+                    out.append(
+                        Finding(
+                            self.id,
+                            "warning",
+                            subject,
+                            f"{rid} was created {where}, but the pool launches into placement group {want}: "
+                            "its instances may not match the reservation",
+                            f"create the reservation in cluster placement group {want} (EC2 user guide, "
+                            "'Capacity Reservations for cluster placement groups') or drop placement_group",
+                        )
+                    )
             size = pool.capacity_reservation_size
             if size is not None and size != res.get("TotalInstanceCount"):
                 out.append(
