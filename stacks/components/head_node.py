@@ -106,7 +106,7 @@ class HeadNode(pulumi.ComponentResource):
                 subnet_id=args.public_subnet_id,
                 security_group_ids=groups,
                 root_volume=replace(
-                    args.bastion_pool.root_volume, size_gib=16, iops=None, throughput_mibps=None
+                    args.bastion_pool.root_volume, size_gib=16, type="gp3", iops=None, throughput_mibps=None
                 ),
                 placement_strategy=None,
                 capacity_reservation_id=None,
