@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from rich.markup import escape
 from rich.table import Table
 
 from clusterforge.certify.admission import Admission, AdmissionError
@@ -92,6 +93,6 @@ def table(spec: ClusterSpec, rows: list[NodeStatus]) -> Table:
         colour = {"certified": "green", "failed": "red"}.get(r.certification, "dim")
         t.add_row(
             r.node, r.role, r.provider_state, "yes" if r.configured else "no",
-            f"[{colour}]{r.certification}[/{colour}]", r.certified_at, r.slurm_state, r.slurm_reason or r.detail,
+            f"[{colour}]{r.certification}[/{colour}]", r.certified_at, r.slurm_state, escape(r.slurm_reason or r.detail),
         )  # fmt: skip
     return t

@@ -67,13 +67,13 @@ def pinned_software(
     values: dict[str, str | None] = {
         "driver": sw.driver.version if it.gpu else None,
         "cuda": sw.cuda if it.gpu else None,
-        "nccl": sw.nccl,
+        "nccl": sw.nccl if it.gpu else None,  # the nccl role installs it on GPU types only
         "efa_installer": sw.efa_installer if it.has_efa else None,
         "aws_ofi_nccl": sw.aws_ofi_nccl if it.has_efa else None,
         "fabric_manager": sw.fabric_manager if it.gpu and it.gpu.nvswitch else None,
         "dcgm": sw.dcgm if it.gpu else None,
         "nvidia_container_toolkit": sw.nvidia_container_toolkit if it.gpu else None,
-        "enroot": sw.enroot,
+        "enroot": sw.enroot if it.gpu else None,
         "slurm": sw.slurm,
     }
     allowed = set(components) if components is not None else set(_SOFTWARE)

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from clusterforge.ansible.events import HostProgress
@@ -70,7 +71,7 @@ class Board:
 
     def _say(self, node: str, text: str) -> None:
         if self._live is None:
-            self.console.print(f"[bold]{node}[/bold] {text}", highlight=False)
+            self.console.print(f"[bold]{escape(node)}[/bold] {escape(text)}", highlight=False)
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -121,7 +122,7 @@ class Board:
             style = _STYLE.get(Status(row.status), "") if row.status in Status._value2member_map_ else ""
             table.add_row(
                 row.node, row.role, row.stage, f"[{style}]{row.status}[/{style}]" if style else row.status,
-                (row.detail[:70] + "…") if len(row.detail) > 71 else row.detail,
+                escape((row.detail[:70] + "…") if len(row.detail) > 71 else row.detail),
                 str(row.ok), str(row.changed), str(row.failed),
             )  # fmt: skip
         return table

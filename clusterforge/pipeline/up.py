@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from clusterforge.certify.remote import Runner, node_runner
@@ -101,7 +102,7 @@ def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
             result = "[green]certified[/green]" if rec.verdict == "pass" else "[green]ok[/green]"
         else:
             result = f"[red]{p.status.value} at {p.stage}[/red]"
-        table.add_row(name, role, result, str(p.changed), p.reason)
+        table.add_row(name, role, result, str(p.changed), escape(p.reason))
     console.print(table)
     console.print(
         f"Ansible changes: {outcome.changed}; logs: {ctx.paths.run}; reports: {ctx.paths.reports}",

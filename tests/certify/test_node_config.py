@@ -30,7 +30,7 @@ def test_local_node_config_is_accepted_by_the_validators() -> None:
     assert parsed.node == "node-001" and parsed.instance_type == "local" and not parsed.has_gpu
     assert [p.name for p in parsed.peers] == ["node-002"]  # never itself
     assert parsed.software["slurm"] == spec.software.slurm
-    assert "driver" not in parsed.software  # no GPU: no driver pin
+    assert parsed.software == {"slurm": spec.software.slurm}  # no GPU: no driver, CUDA or NCCL pin
     assert parsed.shared_storage_path == "/shared"
     # durations from the spec's profile, not the suite's defaults
     assert parsed.duration("burnin_seconds") == spec.certification.profiles["local"].durations.burnin_seconds
