@@ -43,17 +43,24 @@ def _header(what: str) -> str:
     return f"# Rendered by clusterforge from the spec and the provider's node list: {what}. Do not edit.\n"
 
 
-def host_vars(node: Node) -> dict[str, Any]:
+def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
     hv: dict[str, Any] = dict(node.connection)
     hv["clusterforge_address"] = node.address
     hv["clusterforge_pool"] = node.pool
     hv["clusterforge_instance_type"] = node.instance_type
+    it = (hw or load_hardware()).get(node.instance_type)
+    if it is not None:
+        # What the hardware is, so roles can skip themselves where it does not apply.
+        hv["clusterforge_gpu_count"] = it.gpu_count
+        hv["clusterforge_nvswitch"] = bool(it.gpu and it.gpu.nvswitch)
+        hv["clusterforge_efa_interfaces"] = it.network.efa_interfaces
+        hv["clusterforge_container"] = it.container
     if node.connection.get("ansible_connection", "").endswith((".podman", ".docker")):
         hv.setdefault("ansible_remote_tmp", CONTAINER_REMOTE_TMP)
     return hv
 
 
-def render_hosts(nodes: Sequence[Node]) -> dict[str, Any]:
+def render_hosts(nodes: Sequence[Node], hw: HardwareCatalog | None = None) -> dict[str, Any]:
     children: dict[str, Any] = {group: {"hosts": {}} for group in ROLE_GROUPS.values()}
     for node in sorted(nodes, key=lambda n: n.name):
         group = ROLE_GROUPS.get(node.role)
@@ -61,7 +68,7 @@ def render_hosts(nodes: Sequence[Node]) -> dict[str, Any]:
             raise ValueError(
                 f"{node.name}: role {node.role!r} has no inventory group ({', '.join(ROLE_GROUPS)})"
             )
-        children[group]["hosts"][node.name] = host_vars(node)
+        children[group]["hosts"][node.name] = host_vars(node, hw)
         pool_group = f"pool_{node.pool.replace('-', '_')}"
         children.setdefault(pool_group, {"hosts": {}})["hosts"][node.name] = {}
     return {"all": {"children": children}}
@@ -175,7 +182,7 @@ def render_inventory(
         "software": software_vars(spec),
         "shared_storage": storage_vars(spec),
     }
-    return Inventory(hosts=render_hosts(nodes), group_vars=group_vars)
+    return Inventory(hosts=render_hosts(nodes, hw), group_vars=group_vars)
 
 
 def write_inventory(inv: Inventory, folder: Path) -> Path:

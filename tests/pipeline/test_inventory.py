@@ -51,6 +51,7 @@ def test_local_inventory(tmp_path: Path) -> None:
     host = children["gpu_nodes"]["hosts"]["node-002"]
     assert host["ansible_host"] == "local-node-002" and host["clusterforge_address"] == "10.89.42.12"
     assert host["ansible_remote_tmp"] == CONTAINER_REMOTE_TMP  # not under the container's tmpfs /tmp
+    assert host["clusterforge_gpu_count"] == 0 and host["clusterforge_container"] is True
     slurm = inv.group_vars["slurm"]
     assert slurm["slurm_controller_name"] == "head-001" and slurm["slurm_controller_address"] == "10.89.42.2"
     assert [n["name"] for n in slurm["slurm_nodes"]] == ["node-001", "node-002"]

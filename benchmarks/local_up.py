@@ -1,0 +1,97 @@
+"""Wall time of `invoke up` on the local stack for 1, 2 and 4 compute nodes, and of a re-run.
+
+    .venv/bin/python benchmarks/local_up.py [--nodes 1,2,4] [--keep]
+
+Each size gets a fresh stack (own name, network and state folder), brought up, brought up again
+(the re-run: converged, nothing to certify), then destroyed. Prints seconds, the ratio of each
+size's first `up` to the 1-node `up`, and each re-run as a ratio of its first run. The node image
+is built before timing starts, so the first size does not pay for it. Machines are shared and
+noisy: read the ratios, measured side by side in one run, not the absolute seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+INVOKE = str(Path(sys.executable).parent / "invoke")
+
+
+def spec_file(folder: Path, stack: str, nodes: int, cidr: str) -> Path:
+    spec = yaml.safe_load((ROOT / "stacks" / "local.yaml").read_text())
+    spec["stack"] = stack
+    spec["provider"]["network_cidr"] = cidr
+    for pool in spec["node_pools"]:
+        if pool["role"] == "gpu":
+            pool["count"] = nodes
+    path = folder / f"{stack}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def timed(args: list[str], env: dict[str, str], log: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    with log.open("a") as out:
+        rc = subprocess.run(
+            [INVOKE, *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+        )
+    return time.perf_counter() - start, rc.returncode
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", default="1,2,4", help="compute node counts, comma-separated")
+    ap.add_argument("--keep", action="store_true", help="keep the stacks (default: destroy each)")
+    args = ap.parse_args()
+    sizes = [int(n) for n in args.nodes.split(",")]
+
+    sys.path.insert(0, str(ROOT))
+    from clusterforge.providers.local import LocalProvider
+    from clusterforge.spec.loader import load_spec, stack_path
+    from tests.fixtures.nodes import _free_cidr
+
+    spec, _ = load_spec(stack_path("local"))
+    provider = LocalProvider()
+    print("building/checking the node image (not timed) ...", flush=True)
+    provider.image(spec)
+
+    work = Path(tempfile.mkdtemp(prefix="cf-bench-"))
+    env = dict(os.environ, CLUSTERFORGE_STATE_DIR=str(work / "state"))
+    results: dict[int, tuple[float, float, int, int]] = {}
+    for n in sizes:
+        stack = f"bench{os.getpid() % 10000}n{n}"
+        path = spec_file(work, stack, n, str(_free_cidr(provider.engine(spec))))
+        log = work / f"{stack}.log"
+        first, rc1 = timed(["up", "--spec", str(path)], env, log)
+        rerun, rc2 = timed(["up", "--spec", str(path)], env, log)
+        results[n] = (first, rerun, rc1, rc2)
+        print(
+            f"{n} node(s): up {first:.1f} s (rc {rc1}), re-run {rerun:.1f} s (rc {rc2}); log {log}",
+            flush=True,
+        )
+        if not args.keep:
+            timed(["down", "--spec", str(path), "--yes"], env, log)
+
+    base = results[sizes[0]][0]
+    print()
+    print(
+        f"{'nodes':>5}  {'up s':>7}  {'vs ' + str(sizes[0]) + ' node':>10}  {'re-run s':>8}  {'re-run/up':>9}  rc"
+    )
+    for n in sizes:
+        first, rerun, rc1, rc2 = results[n]
+        print(
+            f"{n:>5}  {first:>7.1f}  {first / base:>10.2f}  {rerun:>8.1f}  {rerun / first:>9.2f}  {rc1},{rc2}"
+        )
+    return 0 if all(r[2] == 0 and r[3] == 0 for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
