@@ -103,10 +103,19 @@ def test_type_not_offered_names_the_zones_that_have_it(moto: str):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name", load_hardware().names("aws"))
-def test_catalogue_agrees_with_describe_instance_types(moto: str, name: str):
-    spec = _with_pools(_spec("prod"), instance_type=name, capacity_reservation_id=None)
-    findings = pf.InstanceTypeFacts().run(spec, pf.make_clients("us-east-1", moto), NOW)
+def test_catalogue_agrees_with_describe_instance_types(moto: str):
+    """Every AWS type of the hardware catalogue against moto's DescribeInstanceTypes data
+    (captured from AWS): GPU model and count, vCPUs, EFA interfaces, network cards."""
+    prod = _spec("prod")
+    gpu = prod.pool("gpu").model_copy(
+        update={"capacity_reservation_id": None, "capacity_reservation_size": None}
+    )
+    names = load_hardware().names("aws")
+    pools = [gpu.model_copy(update={"name": f"pool{i}", "instance_type": n}) for i, n in enumerate(names)]
+    findings = pf.InstanceTypeFacts().run(
+        prod.model_copy(update={"node_pools": pools}), pf.make_clients("us-east-1", moto), NOW
+    )
+    assert len(names) >= 8
     assert [f.render() for f in findings] == []
 
 
