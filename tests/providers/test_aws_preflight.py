@@ -438,3 +438,17 @@ def test_finding_renders_with_fix_and_maps_to_problem():
     f = pf.Finding("vcpu-quota", "error", "node_pools", "too few", "ask for more")
     assert f.render() == "error: node_pools: too few [vcpu-quota]\n    fix: ask for more"
     assert f.to_problem().render() == "error: node_pools: too few. Fix: ask for more [vcpu-quota]"
+
+
+def test_every_check_is_registered_once_with_a_kebab_case_id():
+    import re
+
+    defined = {
+        cls
+        for cls in vars(pf).values()
+        if isinstance(cls, type) and issubclass(cls, pf.Check) and cls is not pf.Check
+    }
+    registered = [type(c) for c in pf.CHECKS]
+    assert set(registered) == defined and len(registered) == len(defined)
+    ids = [c.id for c in pf.CHECKS]
+    assert len(set(ids)) == len(ids) and all(re.fullmatch(r"[a-z]+(-[a-z0-9]+)*", i) for i in ids)
