@@ -1,0 +1,77 @@
+"""The human report of a certification run: one self-contained HTML page (tables, inline SVG plots).
+
+    from clusterforge.reports import render_run_html, write_run_html
+    html = render_run_html(report_dicts, stack="dev")
+    write_run_html(Path(".clusterforge/dev/reports"), Path(".clusterforge/dev/reports/report.html"))
+
+``write_run_html`` reads the pipeline's layout: ``<reports_dir>/<node>/report.json`` (single-node
+checks) and ``<reports_dir>/<node>/network-report.json`` (the multi-node check). A node folder
+without a readable report.json, or an expected node with no folder, shows as "no report".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from clusterforge.journal import write_atomic
+from clusterforge.reports.html import render_run_html
+from clusterforge.reports.summary import KIND_NETWORK, KIND_SINGLE
+
+REPORT_FILES = {"report.json": KIND_SINGLE, "network-report.json": KIND_NETWORK}
+
+__all__ = ["read_reports", "render_run_html", "write_run_html"]
+
+
+def _load(path: Path, node: str, kind: str) -> dict[str, Any]:
+    """The report dict, or a ``missing`` entry saying why it cannot be read."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return {"node": node, "missing": f"{path.name}: unreadable ({exc})"}
+    if not isinstance(data, dict):
+        return {"node": node, "missing": f"{path.name}: not a JSON object"}
+    # The folder names the node (the pipeline fetched it there); a report naming another node is kept
+    # under the folder's name so it cannot hide the node it was fetched for.
+    if data.get("node") != node:
+        data = {**data, "node": node, "reported_node": data.get("node")}
+    return {**data, "kind": kind}
+
+
+def read_reports(reports_dir: Path, nodes: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Every ``*/report.json`` and ``*/network-report.json`` under ``reports_dir``; ``nodes``
+    (when given) are the nodes the run was meant to certify: any without a report is listed missing."""
+    out: list[dict[str, Any]] = []
+    folders = sorted(p for p in reports_dir.iterdir() if p.is_dir()) if reports_dir.is_dir() else []
+    seen = set()
+    for folder in folders:
+        found = [(folder / name, kind) for name, kind in REPORT_FILES.items() if (folder / name).is_file()]
+        if not found and nodes is None:
+            continue  # a stray folder (not a node) when we do not know the node list
+        seen.add(folder.name)
+        if not (folder / "report.json").is_file():
+            out.append({"node": folder.name, "missing": f"no report.json in {folder}"})
+        out.extend(_load(path, folder.name, kind) for path, kind in found)
+    for node in nodes or ():
+        if node not in seen:
+            out.append({"node": node, "missing": f"no report folder {reports_dir / node}"})
+    return out
+
+
+def write_run_html(
+    reports_dir: Path,
+    out: Path,
+    *,
+    stack: str | None = None,
+    title: str | None = None,
+    nodes: Iterable[str] | None = None,
+) -> Path:
+    """Render the reports under ``reports_dir`` to ``out`` (atomically); returns ``out``.
+    ``stack`` defaults to the folder above reports_dir (``.clusterforge/<stack>/reports``)."""
+    reports_dir, out = Path(reports_dir), Path(out)
+    reports = read_reports(reports_dir, nodes)
+    name = stack or reports_dir.resolve().parent.name
+    write_atomic(out, render_run_html(reports, stack=name, title=title))
+    return out
