@@ -11,7 +11,7 @@ import pulumi
 import pytest
 
 from clusterforge.providers.aws import policy as p
-from clusterforge.spec.models import ClusterSpec
+from clusterforge.spec.models import ClusterSpec, PlacementGroup
 from tests.stacks.harness import aws_examples, load_example, policy_context, program
 
 
@@ -28,11 +28,27 @@ def _with_import_path() -> ClusterSpec:
     return spec.model_copy(update={"storage": spec.storage.model_copy(update={"fsx_lustre": fsx})})
 
 
+def _with_login() -> ClusterSpec:
+    spec = load_example("dev")
+    login = spec.pool("head").model_copy(update={"name": "login", "role": "login"})
+    return spec.model_copy(update={"node_pools": [*spec.node_pools, login]})
+
+
+def _partition() -> ClusterSpec:
+    spec = load_example("prod")
+    group = {"placement_group": PlacementGroup(strategy="partition", partition_count=4)}
+    return spec.model_copy(
+        update={"node_pools": [p.model_copy(update=group) if p.role == "gpu" else p for p in spec.node_pools]}
+    )
+
+
 VARIANTS: dict[str, Callable[[], ClusterSpec]] = {
     name: (lambda n=name: load_example(n)) for name in aws_examples()
 }
 VARIANTS["dev-ssh-bastion"] = _bastion_dev
 VARIANTS["prod-fsx-dra"] = _with_import_path
+VARIANTS["dev-login-node"] = _with_login
+VARIANTS["prod-partition-group"] = _partition
 
 
 def test_examples_cover_prod_and_dev():
@@ -48,6 +64,20 @@ def test_every_policy_passes(variant: str):
         assert len(graph.resources) > 20
         violations = p.check(graph.resources, policy_context(spec))
         assert [v.render() for v in violations] == []
+        nodes = {i.name for i in graph.of(p.INSTANCE)} - {"bastion-001"}
+        assert nodes == {n for pool in spec.node_pools for n in spec.node_names(pool)}
+
+    return check()
+
+
+@pulumi.runtime.test
+def test_partition_group_spreads_nodes_over_its_partitions():
+    async def check():
+        graph = await program(_partition())
+        (pg,) = graph.of(p.PLACEMENT_GROUP)
+        assert (pg.inputs["strategy"], pg.inputs["partitionCount"]) == ("partition", 4)
+        gpu = sorted((i for i in graph.of(p.INSTANCE) if i.name.startswith("gpu-")), key=lambda i: i.name)
+        assert [i.inputs["placementPartitionNumber"] for i in gpu] == [1, 2, 3, 4] * 4
 
     return check()
 
