@@ -45,6 +45,17 @@ pre{background:#f8f8f8;padding:.4em;white-space:pre-wrap;margin:.2em 0;font-size
 .chart text{font:11px system-ui,sans-serif}.chart .chart-title{font-size:13px;font-weight:bold}
 dl.kv{display:grid;grid-template-columns:max-content auto;gap:0 1em}dl.kv dt{color:#555}dl.kv dd{margin:0}
 """
+# reported_node: set by read_reports when a report names another node than its folder.
+REPORT_META = (
+    "profile",
+    "instance_type",
+    "hostname",
+    "reported_node",
+    "started",
+    "finished",
+    "suite_version",
+    "config",
+)
 
 
 def esc(value: Any) -> str:

@@ -113,7 +113,7 @@ def _frame(
     for tick in nice_ticks(y.lo, y.hi):
         py = y(tick)
         out.append(
-            f'<line class="grid" x1="{MARGIN_L}" x2="{WIDTH - MARGIN_R}" y1="{py:.2f}" y2="{py:.2f}" '
+            f'<line class="grid" data-value="{tick!r}" x1="{MARGIN_L}" x2="{WIDTH - MARGIN_R}" y1="{py:.2f}" y2="{py:.2f}" '
             f'stroke="#e5e5e5"/><text x="{MARGIN_L - 6}" y="{py + 4:.2f}" text-anchor="end" '
             f'class="tick">{fmt_num(tick)}</text>'
         )

@@ -139,7 +139,8 @@ def parse(html: str) -> Page:
 @pytest.fixture(scope="module")
 def reports_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Live CLI runs for node-004 (passes) and node-005 (shared path missing: fails); captured runs
-    for node-001/node-002; the synthetic node-003; node-006 ran nothing (empty folder)."""
+    for node-001/node-002 (single-node and the 2-node network check); the synthetic node-003;
+    node-006 ran nothing (empty folder)."""
     root = tmp_path_factory.mktemp("run")
     reports = root / "dev" / "reports"
     shared = root / "shared"
@@ -168,6 +169,10 @@ def reports_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for node, name in (("node-001", "cpu-node-example"), ("node-002", "cpu-node-torch-checks")):
         (reports / node).mkdir(parents=True)
         shutil.copy(DATA / f"{name}.report.json", reports / node / "report.json")
+    for node in ("node-001", "node-002"):
+        shutil.copy(
+            DATA / f"two-node-gloo-{node}.network-report.json", reports / node / "network-report.json"
+        )
     (reports / "node-003").mkdir()
     (reports / "node-003" / "report.json").write_text(json.dumps(synthetic_gpu_report()))
     (reports / "node-006").mkdir()
@@ -335,3 +340,31 @@ def test_unreadable_report_is_listed_missing(tmp_path: Path) -> None:
     assert reports[0]["node"] == "node-001" and "unreadable" in reports[0]["missing"]
     text = "".join(parse(render_run_html(reports, stack="x")).text)
     assert "no report: 1" in text and "unreadable" in text
+
+
+def test_network_report_has_its_own_column_and_plot(reports_dir: Path, page: tuple[Page, str]) -> None:
+    parsed, html = page
+    net = {
+        n: json.loads((reports_dir / n / "network-report.json").read_text()) for n in ("node-001", "node-002")
+    }
+    headers = [t for t, a, _ in parsed.elements if t == "th" and a.get("class") == "col"]
+    assert "<th class='col'>network:gloo-allreduce</th>" in html and len(headers) >= 2
+    failed = next(c for c in net["node-002"]["checks"] if c["status"] == "fail")
+    assert f"network:gloo-allreduce: {failed['summary']}" in "".join(parsed.text)
+    svg, elements = parsed.chart("gloo-allreduce all_reduce (network)")
+    passed = net["node-001"]["checks"][0]
+    points = [a for t, a in elements if t == "circle"]
+    assert [float(a["data-y"]) for a in points] == [
+        passed["metrics"]["busbw"]["value"]
+    ]  # rank 1 has no figure
+    line = next(a for t, a in elements if t == "line" and "threshold" in a.get("class", ""))
+    assert float(line["data-value"]) == passed["threshold"]["gloo.all_reduce.2node.busbw_gbps"]["value"]
+    # one point gives no scale; the y grid does (each grid line carries its tick value)
+    grid = [
+        (float(a["data-value"]), float(a["y1"]))
+        for t, a in elements
+        if t == "line" and a.get("class") == "grid"
+    ]
+    slope, base = _linear(sorted(grid))
+    assert float(line["y1"]) == pytest.approx(slope * float(line["data-value"]) + base, abs=0.05)
+    assert float(points[0]["cy"]) == pytest.approx(slope * float(points[0]["data-y"]) + base, abs=0.05)
