@@ -115,7 +115,9 @@ def _matrix(runs: list[NodeRun], cols: list[str]) -> str:
     for run in runs:
         cells = run.cells()
         verdict = run.verdict
-        node = f"<td><a href='#{anchor(run.node)}'>{esc(run.node)}</a></td>"
+        itype = run.main().get("instance_type")
+        kind = f"<br><small>{esc(itype)}</small>" if itype else ""
+        node = f"<td><a href='#{anchor(run.node)}'>{esc(run.node)}</a>{kind}</td>"
         vcell = f"<td class='v-{verdict.replace(' ', '-')}'>{esc(verdict)}</td>"
         if not cells:
             body = f"<td class='st-norep' colspan='{max(len(cols), 1)}'>no report</td>"

@@ -368,3 +368,15 @@ def test_network_report_has_its_own_column_and_plot(reports_dir: Path, page: tup
     slope, base = _linear(sorted(grid))
     assert float(line["y1"]) == pytest.approx(slope * float(line["data-value"]) + base, abs=0.05)
     assert float(points[0]["cy"]) == pytest.approx(slope * float(points[0]["data-y"]) + base, abs=0.05)
+
+
+def test_cli_writes_the_page_next_to_the_reports(reports_dir: Path, tmp_path: Path, capsys) -> None:
+    from clusterforge.reports.__main__ import main
+
+    out = tmp_path / "page.html"
+    assert main([str(reports_dir), "--out", str(out), "--stack", "other"]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert "stack other" in "".join(parse(out.read_text()).text)
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path / "nope")])
+    assert exc.value.code == 2 and "not a folder" in capsys.readouterr().err
