@@ -44,6 +44,10 @@ def checks_of(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+
 def measure(block: Any, name: str) -> tuple[float | None, str]:
     """(value, unit) of a metrics/threshold entry {name: {value, unit}}."""
     entry = block.get(name) if isinstance(block, dict) else None
@@ -152,7 +156,7 @@ def _series_points(check: dict[str, Any], name: str) -> list[tuple[float, float]
 
 def _busbw_labels(check: dict[str, Any]) -> list[str]:
     """Labels with a busbw: ``<label>.busbw`` metrics/series (nccl), ``busbw`` (gloo: label "")."""
-    names = set(check.get("metrics") or {}) | set(check.get("series") or {})
+    names = set(_dict(check.get("metrics"))) | set(_dict(check.get("series")))
     return sorted({n[: -len("busbw")].rstrip(".") for n in names if n == "busbw" or n.endswith(".busbw")})
 
 
@@ -179,7 +183,7 @@ def busbw_charts(runs: list[NodeRun]) -> list[Chart]:
                     title = f"{cid} {collective}" + ("" if kind == KIND_SINGLE else f" ({kind})")
                     chart = charts.setdefault((kind, cid, collective), Chart(title, "line", "GB/s"))
                     chart.series.append(Series(f"{run.node} {rest}".strip(), points))
-                    for key in sorted(check.get("threshold") or {}):
+                    for key in sorted(_dict(check.get("threshold"))):
                         m = _THRESHOLD_RE.match(key)
                         value, _ = measure(check.get("threshold"), key)
                         line = HLine(value, key) if value is not None else None

@@ -324,6 +324,14 @@ def test_malformed_reports_do_not_break_the_page() -> None:
             "checks": [{"id": "matmul-burnin", "metrics": {"rate_device_0": {"value": "fast"}}}],
         },
         {"node": "d", "missing": "ssh: timed out"},
+        {
+            "node": "e",
+            "checks": [{"id": "nccl-single-node", "metrics": [{"x": 1}], "threshold": [[]], "series": 7}],
+        },
+        {
+            "node": "f",
+            "checks": [{"id": "gloo-allreduce", "metrics": {"busbw": {"value": 1, "unit": "GB/s"}}}],
+        },
         "not a dict",
     ]
     parsed = parse(render_run_html(reports, stack="s<t>"))
@@ -380,3 +388,36 @@ def test_cli_writes_the_page_next_to_the_reports(reports_dir: Path, tmp_path: Pa
     with pytest.raises(SystemExit) as exc:
         main([str(tmp_path / "nope")])
     assert exc.value.code == 2 and "not a folder" in capsys.readouterr().err
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    children = (
+        value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else []
+    )
+    return [path] + [p for k, v in children for p in _paths(v, (*path, k))]
+
+
+def test_any_field_of_a_report_may_be_wrong() -> None:
+    """Each field of the synthetic report replaced in turn by null, a string, a list and NaN: the page renders."""
+    base = synthetic_gpu_report()
+    # every point of the series is alike: the first one stands for all
+    paths = [p for p in _paths(base) if p and not ("points" in p and p[p.index("points") + 1 :][:1] != (0,))]
+    for path in paths:
+        for odd in (None, "<b>x</b>", [1], float("nan")):
+            report = json.loads(json.dumps(base))
+            holder = report
+            for key in path[:-1]:
+                holder = holder[key]
+            holder[path[-1]] = odd
+            html = render_run_html([report], stack="s")
+            if isinstance(odd, str):  # the costly strict parse where markup could leak through
+                parse(html)
+            assert "<b>x</b>" not in html
+    assert len(paths) > 50, len(paths)
+    odd_keys = json.loads(
+        json.dumps(base).replace("rate_device_5", "<b>x</b>").replace("node-003", "<b>x</b>")
+    )
+    odd_keys["checks"][0]["threshold"]["<b>x</b>"] = {"value": 1, "unit": "<b>x</b>"}
+    html = render_run_html([odd_keys], stack="s")
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+    parse(html)
