@@ -26,6 +26,12 @@ ns.add_task(cluster.down)
 ns.add_task(cluster.status)
 ns.add_task(cluster.certify)
 
+# preview, aws-preflight (aws provider)
+from clusterforge.tasks import aws as aws_tasks  # noqa: E402
+
+ns.add_task(aws_tasks.preview)
+ns.add_task(aws_tasks.preflight, name="aws-preflight")
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)
