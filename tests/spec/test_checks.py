@@ -707,3 +707,13 @@ def test_aws_ofi_nccl_needs_nccl(tmp_path: Path) -> None:
     messages = [f.message for f in report.errors if f.check_id == "efa-software"]
     assert "aws_ofi_nccl is NCCL's network plugin: set software.nccl as well" in messages
     assert any("software.nccl is not set" in m for m in messages)
+
+
+def test_provider_preflight_ids_are_known_to_suppress_checks(tmp_path: Path) -> None:
+    """AWS preflight findings are silenced through the same key: their ids are not 'unknown'."""
+    report = check_file(variant(tmp_path, "prod", append="suppress_checks: [vcpu-quota]\n"))
+    assert report.ok
+    assert not [f for f in report.findings if f.check_id == "suppress-unknown"]
+    typo = check_file(variant(tmp_path, "prod", append="suppress_checks: [vcpu-quotta]\n"))
+    unknown = [f for f in typo.findings if f.check_id == "suppress-unknown"]
+    assert unknown and "did you mean 'vcpu-quota'" in unknown[0].message

@@ -61,6 +61,14 @@ def check_ids() -> list[str]:
     return [c.id for c in CHECKS]
 
 
+def provider_check_ids() -> list[str]:
+    """Ids of the provider preflight checks, which ``suppress_checks`` also silences."""
+    # Imported here: the AWS preflight pulls in boto3, which spec checks otherwise never need.
+    from clusterforge.providers.aws.preflight import CHECKS as AWS_PREFLIGHT
+
+    return [c.id for c in AWS_PREFLIGHT]
+
+
 @dataclass
 class Report:
     """Every finding about one spec file, schema and semantic, plus what was silenced."""
@@ -119,13 +127,14 @@ def run_checks(
     """Semantic phase: every check, in registry order. Returns (findings, suppressed ids)."""
     ctx = CheckContext(spec, hardware or load_hardware(), compat or load_compat(), lines)
     known = check_ids()
+    suppressible = known + provider_check_ids()
     findings: list[Finding] = []
     silenced = set(suppress)
     for k, cid in enumerate(spec.suppress_checks):
         silenced.add(cid)
-        if cid not in known:
+        if cid not in suppressible:
             path = f"suppress_checks[{k}]"
-            msg = f"unknown check id {cid!r}{suggest(cid, known)}; `invoke spec.checks` lists them"
+            msg = f"unknown check id {cid!r}{suggest(cid, suppressible)}; `invoke spec.checks` lists them"
             findings.append(Finding("warning", UNKNOWN_SUPPRESSION, path, msg, file, lines.line(path)))
     for check_cls in CHECKS:
         if check_cls.id in silenced:
