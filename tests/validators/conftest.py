@@ -88,8 +88,7 @@ def run_cli(*args: str, env: dict[str, str] = None, timeout: float = 240) -> sub
         [sys.executable, "-m", "validators", *args],
         cwd=ROOT,
         env=full_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        capture_output=True,
         text=True,
         timeout=timeout,
     )

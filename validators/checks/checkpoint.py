@@ -67,6 +67,8 @@ class CheckpointRestart(Check):
                 f"durations.checkpoint_save_step = {save_step} must be between 1 and checkpoint_steps - 1 ({steps - 1})"
             )
             return out.finish("")
+        if cfg.has_gpu and ctx.nvidia_smi(out) is None:  # nvidia-smi's own reason, before a slow torch start
+            return out.finish("")
         root = cfg.shared_storage_path or ""
         if not os.path.isdir(root):
             out.fail(f"{root}: shared storage path does not exist")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -163,6 +162,8 @@ class PythonRuntime(Check):
         if sys.version_info < (3, 9):
             out.fail(f"Python {version} is older than 3.9, the oldest this suite supports")
         # Read torch's installed version without importing it (an import costs seconds).
+        import importlib.metadata  # here, not at the top: it costs every `validators list` ~50 ms
+
         try:
             torch_version: Optional[str] = importlib.metadata.version("torch")
         except importlib.metadata.PackageNotFoundError:
