@@ -19,9 +19,10 @@ class CheckResult:
     threshold: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     evidence: Dict[str, Any] = field(default_factory=lambda: {"command": None, "lines": []})
     duration_s: float = 0.0
+    series: Dict[str, Dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        data: Dict[str, Any] = {
             "id": self.id,
             "status": self.status,
             "summary": self.summary,
@@ -30,6 +31,9 @@ class CheckResult:
             "evidence": self.evidence,
             "duration_s": round(self.duration_s, 3),
         }
+        if self.series:  # optional: only checks that measure a curve (nccl busbw vs size)
+            data["series"] = self.series
+        return data
 
 
 class Outcome:
@@ -45,6 +49,7 @@ class Outcome:
         self.metrics: Dict[str, Dict[str, Any]] = {}
         self.threshold: Dict[str, Dict[str, Any]] = {}
         self.commands: List[str] = []
+        self.curves: Dict[str, Dict[str, Any]] = {}
         self.lines: List[str] = []
 
     def fail(self, reason: str) -> None:
@@ -58,6 +63,10 @@ class Outcome:
 
     def limit(self, key: str, value: Optional[Number], unit: str) -> None:
         self.threshold[key] = {"value": value, "unit": unit}
+
+    def series(self, name: str, points: List[List[Number]], x_unit: str, y_unit: str) -> None:
+        """A measured curve, e.g. busbw (y) against message size (x), for the report's plots."""
+        self.curves[name] = {"x_unit": x_unit, "y_unit": y_unit, "points": points}
 
     def command(self, argv: Union[str, Sequence[str]]) -> None:
         self.commands.append(argv if isinstance(argv, str) else " ".join(argv))
@@ -77,7 +86,9 @@ class Outcome:
         evidence = {"command": "; ".join(self.commands) if self.commands else None, "lines": self.lines}
         if self.failures and self.warnings:
             evidence["warnings"] = list(self.warnings)
-        return CheckResult(self.check_id, status, summary, self.metrics, self.threshold, evidence)
+        return CheckResult(
+            self.check_id, status, summary, self.metrics, self.threshold, evidence, series=self.curves
+        )
 
 
 def _join(reasons: List[str]) -> str:

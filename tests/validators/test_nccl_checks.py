@@ -52,6 +52,9 @@ def test_busbw_judged_on_large_rows_against_the_threshold() -> None:
     result = run_check(NcclSingleNode(), ok["ctx"])
     assert result.status == "pass", result.summary
     assert result.threshold["nccl.all_reduce.1node.busbw_gbps"]["value"] == 300
+    curve = result.to_json()["series"]["all_reduce.busbw"]
+    assert (curve["x_unit"], curve["y_unit"]) == ("B", "GB/s")
+    assert curve["points"][0] == [0, 0.0] and curve["points"][-1] == [2147483648, 437.79]
     assert result.metrics["all_reduce.busbw"] == {"value": 313.29, "unit": "GB/s"}  # the worst judged row
     slow = single(
         ["all_reduce"],

@@ -63,7 +63,18 @@ def test_mismatch_names_component_expected_and_found(tmp_path) -> None:
     runner = dpkg_answer({"libnccl2": "2.21.5-1+cuda12.4", "slurmd": "22.05.8-4+deb12u3"})
     result = run_check(SoftwareVersions(), make_context(tiny_cpu_config(tmp_path), runner))
     assert result.status == "fail"
-    assert result.summary == "nccl: expected 2.26.2, found 2.21.5-1+cuda12.4 (packages libnccl2)"
+    assert result.summary == "nccl: expected 2.26.2, found libnccl2 2.21.5-1+cuda12.4 (packages libnccl2)"
+
+
+def test_drift_in_one_of_several_packages_fails_but_cuda_toolkits_may_coexist() -> None:
+    runner = dpkg_answer({"slurmd": "22.05.7-1", "slurm-wlm": "22.05.8-4+deb12u3"})
+    cfg = {"schema_version": 1, "node": "n", "instance_type": "local", "software": {"slurm": "22.05.8"}}
+    result = run_check(SoftwareVersions(), make_context(cfg, runner))
+    assert result.status == "fail"
+    assert result.summary.startswith("slurm: expected 22.05.8, found slurmd 22.05.7-1")
+    runner = dpkg_answer({"cuda-toolkit-12-4": "12.4.1-1", "cuda-toolkit-12-8": "12.8.1-1"})
+    cfg["software"] = {"cuda": "12.8.1"}
+    assert run_check(SoftwareVersions(), make_context(cfg, runner)).status == "pass"
 
 
 def test_gpu_node_driver_read_by_nvidia_smi_and_missing_packages_fail() -> None:

@@ -70,8 +70,13 @@ class GlooAllreduce(Check):
             reason = (result or {}).get("error") or tail(stderr or stdout)
             out.fail(f"gloo all_reduce failed (rc {rc}): {reason}")
             return out.finish("")
+        if result.get("wrong"):
+            out.fail(f"{result['wrong']} wrong value(s) after all_reduce (rank {result.get('rank', 0)})")
         if cfg.peers and result.get("rank", 0) != 0:
-            return out.finish("rank > 0: rank 0 reports the bandwidth")
+            out.metric("ranks", result.get("ranks"), "count")
+            return out.finish(
+                f"rank {result['rank']} of {result['ranks']}: all_reduce correct; rank 0 judges the bandwidth"
+            )
         busbw = float(result["busbw_gbps"])
         out.metric("busbw", round(busbw, 4), "GB/s")
         out.metric("algbw", round(float(result["algbw_gbps"]), 4), "GB/s")
@@ -81,8 +86,6 @@ class GlooAllreduce(Check):
             f"{result['ranks']} ranks, {result['bytes']} B x {result['iterations']}: "
             f"{result['time_us']:.0f} us/op, busbw {busbw:.4f} GB/s, {result['wrong']} wrong"
         )
-        if result["wrong"]:
-            out.fail(f"{result['wrong']} wrong value(s) after all_reduce")
         key = f"gloo.all_reduce.{nodes}node.busbw_gbps"
         floor = cfg.threshold(key)
         if floor is None:

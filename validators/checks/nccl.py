@@ -64,6 +64,14 @@ def judge_nccl(
         out.fail(f"{label}: {oob} out-of-bounds values (# Out of bounds values : {oob} FAILED)")
     if not parsed.get("complete"):
         out.fail(f"{label}: the run did not reach its footer (it died mid-run)")
+    points = [
+        [r["size"], r["out_of_place"]["busbw"]]
+        for r in rows
+        if isinstance(r.get("size"), (int, float))
+        and isinstance((r.get("out_of_place") or {}).get("busbw"), (int, float))
+    ]
+    if points:
+        out.series(f"{label}.busbw", points, "B", "GB/s")
     if not rows:
         if rc == 0 and parsed.get("complete"):
             out.fail(f"{label}: no result rows in the output")

@@ -24,6 +24,8 @@ DEFAULT_PACKAGES: Dict[str, List[str]] = {
     "enroot": ["enroot"],
     "slurm": ["slurmd", "slurm-wlm", "slurm"],
 }
+# Components of which several versions may be installed at once: one matching is enough.
+COEXISTING = ("cuda",)
 EFA_INSTALLED = "/opt/amazon/efa_installed_packages"
 _EFA_RE = re.compile(r"#\s*EFA installer version:\s*([0-9][0-9.]*)", re.IGNORECASE)
 _DPKG_FORMAT = "${Package}\t${Version}\t${db:Status-Abbrev}\n"
@@ -37,8 +39,9 @@ def upstream_version(version: str) -> str:
 
 
 def version_matches(expected: str, found: str) -> bool:
-    """Equal, or ``expected`` names fewer components (``12.8`` matches ``12.8.1``)."""
-    up = upstream_version(found)
+    """Equal, or ``expected`` names fewer components (``12.8`` matches ``12.8.1``).
+    ``found`` may carry the package name first (``slurmd 22.05.8-4``)."""
+    up = upstream_version(found.split()[-1]) if found.strip() else ""
     return up == expected or up.startswith(expected + ".")
 
 
@@ -71,10 +74,15 @@ class SoftwareVersions(Check):
                 else:
                     out.evidence(f"{component}: not installed ({where}); not required on a node without GPU")
                 continue
-            if any(version_matches(expected, v) for v in versions):
+            # Every installed package of a component must carry the pin (drift in one of slurmd /
+            # slurm-wlm is drift); CUDA toolkits of several versions legitimately sit side by side.
+            matching = [v for v in versions if version_matches(expected, v)]
+            ok = bool(matching) if component in COEXISTING else len(matching) == len(versions)
+            if ok:
                 out.evidence(f"{component}: {expected} ok ({where}: {', '.join(versions)})")
             else:
-                out.fail(f"{component}: expected {expected}, found {', '.join(versions)} ({where})")
+                wrong = [v for v in versions if not version_matches(expected, v)]
+                out.fail(f"{component}: expected {expected}, found {', '.join(wrong)} ({where})")
         out.metric("components_checked", checked, "count")
         return out.finish(f"{checked} pinned component(s) match NODE.json")
 
@@ -102,7 +110,7 @@ class SoftwareVersions(Check):
         versions = query_packages(ctx, out, patterns)
         if versions is None:
             return None
-        return [v for _, v in versions], "packages " + ", ".join(patterns)
+        return [f"{name} {v}" for name, v in versions], "packages " + ", ".join(patterns)
 
     def _efa(self, ctx: Context, out: Outcome) -> Optional[Tuple[List[str], str]]:
         argv = ["cat", EFA_INSTALLED]
