@@ -271,3 +271,115 @@ def test_two_node_h100_pass() -> None:
     assert (
         result["complete"] is True and result["ok"] is True and result["avg_busbw"] == pytest.approx(70.742)
     )
+
+
+# ---- captures added in the second pass (sources in SOURCES.md) ----
+
+
+def test_old_alltoall_prints_blank_redop_under_a_redop_header() -> None:
+    result = parse("old_alltoall_blank_redop_v100_ib.txt")
+    assert [row["size"] for row in result["rows"]] == [268435456, 536870912]
+    first = result["rows"][0]
+    assert first["count"] == 1048576 and first["type"] == "float" and first["redop"] is None
+    assert first["out_of_place"] == {
+        "time_us": 520935.0,
+        "algbw": 0.52,
+        "busbw": 0.51,
+        "wrong": None,
+        "error": 0.0,
+    }
+    assert first["in_place"]["error"] == 1.0 and first["in_place"]["time_us"] == 519562.0
+    assert result["complete"] is True and result["avg_busbw"] == pytest.approx(0.507636)
+
+
+def test_old_allreduce_error_column_without_root() -> None:
+    result = parse("old_allreduce_error_2e06_v100_ib.txt")
+    last = row_of(result, 536870912)
+    assert last["redop"] == "sum" and last["root"] is None
+    assert last["out_of_place"]["busbw"] == 4.32 and last["out_of_place"]["error"] == pytest.approx(2e-06)
+    assert result["ok"] is True and result["avg_busbw"] == pytest.approx(4.32178)
+
+
+def test_rows_without_any_header_then_footer() -> None:
+    result = parse("old_no_header_rows_footer_nccl264.txt")
+    assert len(result["rows"]) == 12 and result["rows"][0]["size"] == 65536
+    last = row_of(result, 134217728)
+    assert last["redop"] is None and last["root"] is None and last["type"] == "float"
+    assert last["out_of_place"]["time_us"] == 3298.6 and last["in_place"]["busbw"] == 21.86
+    assert result["complete"] is True and result["avg_busbw"] == pytest.approx(6.6972)
+
+
+def test_broadcast_with_root_na_errors_and_warn_lines() -> None:
+    result = parse("broadcast_root_na_warn_interleaved_cut.txt")
+    assert result["collective"] == "broadcast" and result["ranks"] == 2 and result["validation"] == 0
+    (row,) = result["rows"]
+    assert row["size"] == 8 and row["root"] == 0 and row["redop"] is None
+    assert row["out_of_place"]["time_us"] == 45.82 and row["out_of_place"]["error"] is None
+    assert len(result["errors"]) == 2 and all("NCCL WARN" in e for e in result["errors"])
+    assert result["complete"] is False and result["ok"] is False
+
+
+def test_row_cut_by_the_paste_is_not_read() -> None:
+    result = parse("sendrecv_a40_2node_inplace_na_cut.txt")
+    assert [row["size"] for row in result["rows"]] == [256, 512, 1024, 2048, 4096]
+    assert result["rows"][0]["in_place"]["wrong"] is None and result["rows"][0]["out_of_place"]["wrong"] == 0
+    assert result["ranks"] == 2 and result["complete"] is False
+
+
+def test_unindented_rows_and_single_spaced_rank_lines() -> None:
+    result = parse("rtx4090_unindented_rows_cut.txt")
+    assert result["ranks"] == 3 and result["devices"][2]["bus"] == "0x49"
+    assert result["devices"][0]["name"] == "NVIDIA GeForce RTX 4090"
+    assert [row["size"] for row in result["rows"]] == [8, 16, 32]
+    assert row_of(result, 8)["in_place"]["time_us"] == 190.2
+    assert result["complete"] is False
+
+
+def test_indented_mpirun_tags_alltoall() -> None:
+    result = parse("alltoall_mpirun_tag_indented_cut.txt")
+    assert len(result["rows"]) == 9 and result["rows"][0]["size"] == 2048
+    last = row_of(result, 524288)
+    assert last["redop"] == "none" and last["root"] == -1
+    assert last["out_of_place"]["busbw"] == 2.31 and last["in_place"]["wrong"] is None
+    assert result["complete"] is False
+
+
+def test_tagged_destroy_lines_and_half_footer() -> None:
+    result = parse("mpirun_tag_destroy_info_footer_cut.txt")
+    assert result["rows"] == [] and result["out_of_bounds"] == 0 and result["errors"] == []
+    assert result["complete"] is False and result["ok"] is False
+
+
+def test_version_2_18_mpi_binary_with_launcher_chatter() -> None:
+    result = parse("v2180_allgather_mpi_x11_chatter_rtx5090.txt")
+    assert result["version"] == "2.18.0" and result["binary"] == "all_gather_perf_mpi"
+    assert result["collective"] == "all_gather" and result["ranks"] == 2 and result["validation"] == 1
+    assert result["devices"][1]["bus"] == "0000:02:00" and result["devices"][1]["pid"] == 2989376
+    last = row_of(result, 134217728)
+    assert last["out_of_place"]["time_us"] == 64380.9 and last["in_place"]["busbw"] == 1.10
+    assert result["ok"] is True and result["avg_busbw"] == pytest.approx(1.27827)
+
+
+def test_checking_off_prints_na_on_both_sides() -> None:
+    result = parse("gke_a3_allgather_c0_na_indented.txt")
+    assert len(result["rows"]) == 10
+    last = row_of(result, 536870912)
+    assert last["out_of_place"]["wrong"] is None and last["in_place"]["wrong"] is None
+    assert last["in_place"]["busbw"] == 71.35
+    assert result["ok"] is True and result["avg_busbw"] == pytest.approx(30.9622)
+
+
+def test_single_process_eight_gpus() -> None:
+    result = parse("h100_8gpu_single_process_nvls_ok.txt")
+    assert result["ranks"] == 8 and {d["pid"] for d in result["devices"]} == {295203}
+    assert row_of(result, 4294967296)["in_place"]["busbw"] == 476.53
+    assert result["ok"] is True and result["avg_busbw"] == pytest.approx(439.369)
+
+
+def test_padded_srun_labels_two_nodes() -> None:
+    result = parse("srun_label_padded_2node_h100_c0.txt")
+    assert result["ranks"] == 16 and result["validation"] == 0
+    assert result["devices"][15]["host"] == "node007" and result["devices"][15]["bus"] == "0xc1"
+    assert len(result["rows"]) == 11
+    assert row_of(result, 8589934592)["out_of_place"]["busbw"] == 155.57
+    assert result["complete"] is True and result["avg_busbw"] == pytest.approx(142.735)

@@ -25,6 +25,7 @@ _BINARY = re.compile(r"\b((?:[a-z]+_)*[a-z]+)_perf(?:_mpi)?\b")
 _STARTING = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
 _VERSION = re.compile(r"^#\s*nccl-tests version (\S+)")
 _HEADER_PARAMS = re.compile(r"nThreads?:?\s+(\d+)\s+nGpus:?\s+(\d+)")
+_VALIDATION = re.compile(r"\bvalidation:?\s+(\d+)")
 # "#  Rank  0 Group  0 Pid 123 on host device  0 [0x31] NAME" ; oldest releases lack Group and/or Pid.
 _RANK_LINE = re.compile(
     r"^#\s+Rank\s+(\d+)(?:\s+Group\s+\d+)?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$"
@@ -111,9 +112,36 @@ class _Layout:
         sides = [{"time": p, "algbw": p + 1, "busbw": p + 2, check: p + 3} for p in (pos, pos + 4)]
         return cls(lead, sides)
 
-    def row(self, tokens: List[str]) -> Optional[Dict[str, Any]]:
-        if len(tokens) < self.width or to_int(tokens[0]) is None:
+    def _short_row(self, tokens: List[str]) -> Optional[_Layout]:
+        """Layout for a row that left out lead columns its header names.
+
+        Releases of 2019-21 printed the op and root of a collective that has none as blank strings
+        (alltoall: `float           520935 ...` under a `type redop time` header), so the row has fewer
+        tokens than the header. The result columns are still the last ones: read them from the right and
+        take the lead columns that are there (a word is the redop, a number the root).
+        """
+        missing = self.width - len(tokens)
+        first = min(self.sides[0].values())
+        present = first - missing
+        if missing <= 0 or present < 3 or len(self.lead) - present != missing:
             return None
+        lead = {"size": 0, "count": 1, "type": 2}
+        for index in range(3, present):
+            lead["redop" if to_float(tokens[index]) is None else "root"] = index
+        sides = [{name: pos - missing for name, pos in side.items()} for side in self.sides]
+        for side in sides:  # a row cut short by a crash or a paste must not be read as a shifted one
+            for name in ("time", "algbw", "busbw"):
+                value = to_float(tokens[side[name]])
+                if value is None or value < 0:
+                    return None
+        return _Layout(lead, sides)
+
+    def row(self, tokens: List[str]) -> Optional[Dict[str, Any]]:
+        if to_int(tokens[0]) is None:
+            return None
+        if len(tokens) < self.width:
+            short = self._short_row(tokens)
+            return short.row(tokens) if short is not None else None
         lead = self.lead
         root: Optional[int] = None
         if "root" in lead:
@@ -268,6 +296,9 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         row = row_layout.row(tokens) if row_layout else None
         if row is not None:
             rows.append(row)
+    header = re.search(r"^.*\bminBytes\b.*$", text, re.MULTILINE)
+    check = _VALIDATION.search(header.group(0)) if header else None
+    validation = int(check.group(1)) if check else None  # 0 with -c 0: nothing was checked, #wrong N/A
     if header_ranks is None:
         params = _HEADER_PARAMS.search(text)
         header_ranks = int(params.group(1)) * int(params.group(2)) if params else None
@@ -277,6 +308,7 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         "binary": binary,
         "collective": _collective_from(binary),
         "ranks": (max(ranks_seen) + 1) if ranks_seen else header_ranks,
+        "validation": validation,
         "devices": [ranks_seen[k] for k in sorted(ranks_seen)],
         "rows": rows,
         "out_of_bounds": out_of_bounds,
