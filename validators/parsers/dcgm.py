@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 _RANK = {"fail": 5, "warn": 4, "pass": 3, "skip": 2, "not_run": 1}
 _MESSAGE_ROWS = ("warning", "error", "info")
@@ -47,6 +47,7 @@ def _worst(statuses: List[str]) -> str:
 def _finish(tests: List[Dict[str, Any]], extra: Dict[str, Any]) -> Dict[str, Any]:
     failed = [t["name"] for t in tests if t["status"] == "fail"]
     result = {"tests": tests, "failed": failed, "ok": bool(tests) and not failed}
+    result["skipped"] = [t["name"] for t in tests if t["status"] in ("skip", "not_run")]
     result.update(extra)
     result.setdefault("error", None)
     if not tests and result["error"] is None:
@@ -133,8 +134,9 @@ def _parse_json(doc: Dict[str, Any]) -> Dict[str, Any]:
 # ---------------------------------------------------------------- text table
 
 
-def _cells(line: str) -> Optional[List[str]]:
-    """`| name | result |` -> [name, result-with-padding]; None for rules and non-table lines."""
+def _cells(line: str) -> Optional[Tuple[str, str, int]]:
+    """`| name | result |` -> (name, result without its pad, wrap width or 0 when the row is cut); None for
+    rules and non-table lines."""
     if not line.startswith("|") or line.startswith("|=") or line.startswith("|-"):
         return None
     parts = line.split("|")
@@ -143,7 +145,12 @@ def _cells(line: str) -> Optional[List[str]]:
     name = parts[1].strip()
     result = parts[2]
     result = result[1:] if result.startswith(" ") else result  # one pad blank; keep the rest (wrapped text)
-    return [name, result.rstrip()]
+    return name, result.rstrip(), (_wrap_width(parts[2]) if len(parts) > 3 else 0)
+
+
+def _wrap_width(cell: str) -> int:
+    """dcgmi cuts a long message into chunks of the cell width less its 3 pad blanks (45 of 48)."""
+    return max(len(cell) - 3, 0)
 
 
 def _parse_text(text: str) -> Dict[str, Any]:
@@ -152,6 +159,7 @@ def _parse_text(text: str) -> Dict[str, Any]:
     section: Optional[str] = None
     current: Optional[Dict[str, Any]] = None
     in_message = False
+    chunk = ""  # the last piece of a wrapped message, as printed
     for raw in text.splitlines():
         line = raw.rstrip()
         match = _SECTION.match(line)
@@ -162,7 +170,7 @@ def _parse_text(text: str) -> Dict[str, Any]:
         cells = _cells(line)
         if cells is None:
             continue
-        name, result = cells
+        name, result, width = cells
         if name == "Diagnostic" and result.strip() == "Result":
             continue
         if (section or "").lower() == _METADATA_SECTION:
@@ -181,7 +189,7 @@ def _parse_text(text: str) -> Dict[str, Any]:
             if name.lower() == "error":
                 current["status"] = "fail"
             current["messages"].append(result.strip())
-            in_message = True
+            in_message, chunk = True, result
             continue
         if name:
             words = result.strip()
@@ -216,7 +224,11 @@ def _parse_text(text: str) -> Dict[str, Any]:
                 current["gpus"][index] = status
                 current["status"] = _worst([current["status"], status])
         elif in_message and current["messages"]:
-            current["messages"][-1] += result  # fixed-width wrap: the split can fall inside a word
+            # Fixed-width wrap: the split can fall inside a word ("desire|d"), so chunks are joined as
+            # they are; a chunk shorter than the width lost a blank at its end to the row's padding.
+            gap = " " if width and len(chunk) < width and not result.startswith(" ") else ""
+            current["messages"][-1] += gap + result
+            chunk = result
         elif stripped:
             current["messages"].append(stripped)
     extra: Dict[str, Any] = {
@@ -224,9 +236,11 @@ def _parse_text(text: str) -> Dict[str, Any]:
         "version": metadata.get("DCGM Version"),
         "driver_version": metadata.get("Driver Version Detected"),
     }
-    error = _ERROR_LINE.search(text)
-    if error:
-        extra["error"] = error.group(0).strip()
+    errors = [line.strip() for line in _ERROR_LINE.findall(text)]
+    if errors:
+        extra["error"] = "; ".join(
+            errors
+        )  # dcgmi prints the failure, then its cause ("Cannot load plugins...")
     return _finish(tests, extra)
 
 
