@@ -112,10 +112,9 @@ def test_customise_makes_per_container_machine_id_and_keeps_debs(tmp_path: Path)
 
     assert not (root / "etc/apt/sources.list").exists()
     assert "non-free" in (root / "etc/apt/sources.list.d/debian.sources").read_text()
-    assert (
-        'Keep-Downloaded-Packages "true"'
-        in (root / "etc/apt/apt.conf.d/90clusterforge-keep-debs").read_text()
-    )
+    apt_conf = (root / "etc/apt/apt.conf.d/90clusterforge-apt-cache").read_text()
+    assert 'DPkg::Pre-Invoke { "/usr/local/sbin/clusterforge-apt-cache publish"; };' in apt_conf
+    assert (root / "usr/local/sbin/clusterforge-apt-cache").stat().st_mode & 0o111
     assert (root / "etc/machine-id").read_text() == ""
     assert not (root / "var/lib/dbus/machine-id").exists()
     assert not (root / "etc/hostname").exists()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from ipaddress import ip_address
 
 import pytest
 
 from clusterforge.providers.local import nodes as nodes_mod
+from clusterforge.providers.local.image import SHARED_APT_CACHE
 from clusterforge.providers.local.preflight import run_preflight
 from tests.fixtures.nodes import LocalStack
 
@@ -116,3 +118,28 @@ def test_preflight_finds_taken_network_range_and_container_name(two: LocalStack)
         assert run_preflight(two.spec, engine=engine) == []  # its own network and containers are fine
     finally:
         engine.run("rm", "-f", squatter)
+
+
+def test_apt_cache_is_shared_and_parallel_installs_do_not_collide(two: LocalStack) -> None:
+    names = [n.name for n in two.nodes]
+    # Forget `hello` (a 50 kB package without dependencies) everywhere, so both nodes download it.
+    for name in names:
+        two.exec(
+            name, "sh", "-c", f"rm -f {SHARED_APT_CACHE}/hello_*.deb /var/cache/apt/archives/hello_*.deb"
+        )
+    apt = ("env", "DEBIAN_FRONTEND=noninteractive", "apt-get")
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda n: two.exec(n, *apt, "update", "-qq", timeout=300), names))
+        # Both at once: with one archive folder shared by both nodes the second failed at once
+        # with "Could not get lock /var/cache/apt/archives/lock".
+        outputs = list(pool.map(lambda n: two.exec(n, *apt, "install", "-y", "hello", timeout=300), names))
+    assert all("Setting up hello" in out for out in outputs)
+    published = two.exec("node-001", "sh", "-c", f"ls {SHARED_APT_CACHE} | grep '^hello_'").split()
+    assert len(published) == 1
+    link = two.exec("node-002", "readlink", f"/var/cache/apt/archives/{published[0]}").strip()
+    assert link == f"{SHARED_APT_CACHE}/{published[0]}"
+    # node-002 forgets its own copy; the hook after `purge` links the shared one back: no download.
+    two.exec("node-002", "rm", f"/var/cache/apt/archives/{published[0]}")
+    two.exec("node-002", *apt, "purge", "-y", "hello")
+    again = two.exec("node-002", *apt, "install", "-y", "hello")
+    assert "Need to get 0 B" in again, again

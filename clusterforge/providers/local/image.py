@@ -22,8 +22,8 @@ from clusterforge.providers.base import ProviderError
 from clusterforge.providers.local import config
 from clusterforge.providers.local.engine import Engine
 
-# Bump when the build steps below change in a way that changes the image.
-RECIPE_VERSION = 1
+# Bump when the build steps below change the image (the files it writes are hashed anyway).
+RECIPE_VERSION = 2
 
 # What every node needs before the roles run: systemd as PID 1 (systemd, systemd-sysv, dbus),
 # Ansible's Python and apt modules (python3, python3-apt; python3-debian for deb822_repository),
@@ -128,13 +128,61 @@ def image_sources(mirrors: Mirrors, suite: str) -> str:
     )
 
 
-# Keep downloaded .debs: /var/cache/apt/archives is a volume shared by all nodes of the machine,
-# so each package is downloaded once.
-APT_CONF = 'Binary::apt::APT::Keep-Downloaded-Packages "true";\nAPT::Keep-Downloaded-Packages "true";\n'
+# A .deb is downloaded once per machine, not once per node. Each node keeps its own
+# /var/cache/apt/archives (apt locks that folder: shared between nodes, a second node's apt-get
+# fails at once with "Could not get lock /var/cache/apt/archives/lock"). The machine-wide cache
+# volume is mounted at SHARED_APT_CACHE; apt hooks move each newly downloaded .deb there (temp name,
+# then rename: no node sees half a file) and put symlinks to every cached .deb into the node's own
+# archive folder, where apt takes them as already downloaded. Without the volume the hooks do nothing.
+SHARED_APT_CACHE = "/var/cache/clusterforge/apt-archives"
+
+APT_CACHE_SCRIPT = f"""#!/bin/sh
+# clusterforge: share downloaded .debs between the container nodes of this machine (see
+# clusterforge/providers/local/image.py). "link": symlink every shared .deb into apt's archive folder;
+# "publish": move newly downloaded .debs to the shared cache and leave symlinks. Never fails apt.
+SHARED={SHARED_APT_CACHE}
+ARCHIVES=/var/cache/apt/archives
+[ -d "$SHARED" ] && [ -w "$SHARED" ] || exit 0
+case "$1" in
+link)
+  for f in "$SHARED"/*.deb; do
+    [ -e "$f" ] || continue
+    t="$ARCHIVES/${{f##*/}}"
+    [ -e "$t" ] || [ -L "$t" ] || ln -s "$f" "$t"
+  done ;;
+publish)
+  for f in "$ARCHIVES"/*.deb; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    name=${{f##*/}}
+    if [ ! -e "$SHARED/$name" ]; then
+      tmp="$SHARED/.$name.$(hostname).$$"
+      if ! {{ cp "$f" "$tmp" && mv -f "$tmp" "$SHARED/$name"; }}; then rm -f "$tmp"; continue; fi
+    fi
+    ln -sf "$SHARED/$name" "$f"
+  done ;;
+esac
+exit 0
+"""
+
+APT_CACHE_SCRIPT_PATH = "usr/local/sbin/clusterforge-apt-cache"
+
+APT_CONF = f"""// clusterforge: share downloaded .debs between the nodes of this machine (see {APT_CACHE_SCRIPT_PATH})
+Binary::apt::APT::Keep-Downloaded-Packages "true";
+// Translations are a third of `apt-get update` and nothing on a node reads them.
+Acquire::Languages "none";
+APT::Keep-Downloaded-Packages "true";
+APT::Update::Post-Invoke {{ "/{APT_CACHE_SCRIPT_PATH} link"; }};
+DPkg::Pre-Invoke {{ "/{APT_CACHE_SCRIPT_PATH} publish"; }};
+DPkg::Post-Invoke {{ "/{APT_CACHE_SCRIPT_PATH} link"; }};
+"""
 
 
 def image_tag(engine_name: str, suite: str, mirrors: Mirrors, packages: Iterable[str] = PACKAGES) -> str:
-    recipe = "\n".join([str(RECIPE_VERSION), suite, mirrors.main, mirrors.security, *sorted(set(packages))])
+    # The files written into the image are part of the recipe: editing them rebuilds the image.
+    written = [APT_CONF, APT_CACHE_SCRIPT, image_sources(mirrors, suite)]
+    recipe = "\n".join(
+        [str(RECIPE_VERSION), suite, mirrors.main, mirrors.security, *written, *sorted(set(packages))]
+    )
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     repo = "localhost/clusterforge-node" if engine_name == "podman" else "clusterforge-node"
     return f"{repo}:{suite}-{digest}"
@@ -146,7 +194,11 @@ def _customise(root: Path, mirrors: Mirrors, suite: str) -> None:
     (apt / "sources.list").unlink(missing_ok=True)
     (apt / "sources.list.d").mkdir(exist_ok=True)
     (apt / "sources.list.d/debian.sources").write_text(image_sources(mirrors, suite))
-    (apt / "apt.conf.d/90clusterforge-keep-debs").write_text(APT_CONF)
+    (apt / "apt.conf.d/90clusterforge-apt-cache").write_text(APT_CONF)
+    script = root / APT_CACHE_SCRIPT_PATH
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(APT_CACHE_SCRIPT)
+    script.chmod(0o755)
     # Each container must get its own machine id (journald, dbus): systemd makes one at boot
     # when the file is empty.
     (root / "etc/machine-id").write_text("")

@@ -15,6 +15,7 @@ from typing import Any
 
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
 from clusterforge.providers.local.engine import Engine, EngineError
+from clusterforge.providers.local.image import SHARED_APT_CACHE
 from clusterforge.spec.models import ClusterSpec
 
 LABEL_STACK = "clusterforge.stack"
@@ -25,7 +26,6 @@ LABEL_TYPE = "clusterforge.instance_type"
 LABEL_CACHE = "clusterforge.cache"
 
 APT_CACHE_VOLUME = "clusterforge-apt-cache"
-APT_CACHE_PATH = "/var/cache/apt/archives"
 BOOT_TIMEOUT_S = 180.0
 REMOTE_TMP = "/var/tmp/.ansible-tmp"
 
@@ -103,7 +103,7 @@ def run_argv(engine: Engine, spec: ClusterSpec, node: NodeDef, image: str, apt_c
     if shared and spec.storage.shared_volume:
         argv += ["-v", f"{shared}:{spec.storage.shared_volume.mount_point}"]
     if apt_cache:
-        argv += ["-v", f"{APT_CACHE_VOLUME}:{APT_CACHE_PATH}"]
+        argv += ["-v", f"{APT_CACHE_VOLUME}:{SHARED_APT_CACHE}"]
     return [*argv, image, "/sbin/init"]
 
 
