@@ -1,7 +1,9 @@
 """The software compatibility matrix: which versions work together, and on which GPUs.
 
 Data lives in ``clusterforge/data/compatibility.yaml`` with a source for every rule; this module
-gives it types, a cached loader and the look-ups the spec checks and the roles need.
+gives it types, a cached loader and the look-ups the spec checks and the roles need. A rule no
+source states outright is marked ``estimate: true`` with its reasoning in ``note``
+(``CompatMatrix.estimates()`` lists them).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from clusterforge.catalog.hardware import DATA_DIR
+from clusterforge.catalog.hardware import DATA_DIR, Provenance
 from clusterforge.catalog.versions import at_least, major, major_minor, vtuple
 
 COMPAT_FILE = DATA_DIR / "compatibility.yaml"
@@ -37,31 +39,40 @@ class _Data(BaseModel):
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-class CudaRelease(_Data):
+class _Sourced(_Data):
+    """A rule with its sources; an estimate must explain itself in ``note``."""
+
+    source: list[str] = Field(min_length=1)
+    estimate: bool = Field(False, description="No source states it; the note says how it was derived")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _estimate_explained(self) -> _Sourced:
+        if self.estimate and not self.note.strip():
+            raise ValueError("an estimate needs a note saying what it was derived from and why")
+        return self
+
+
+class CudaRelease(_Sourced):
     cuda: str = Field(description="Toolkit release major.minor.update: 12.8.1 is 12.8 Update 1")
     min_driver: str = Field(description="Minimum Linux x86_64 driver for the full toolkit")
-    source: list[str] = Field(min_length=1)
 
 
-class CudaMajor(_Data):
+class CudaMajor(_Sourced):
     major: str
     min_driver: str = Field(description="Floor under minor version compatibility (reduced features)")
-    source: list[str] = Field(min_length=1)
 
 
-class GpuModelRule(_Data):
+class GpuModelRule(_Sourced):
     architecture: str
     min_cuda: str
     min_driver: str
     kernel_modules: list[KernelModule] = Field(min_length=1, description="Kernel module flavours that work")
     min_nccl: str | None = None
-    source: list[str] = Field(min_length=1)
-    note: str = ""
 
 
-class KernelModuleRule(_Data):
+class KernelModuleRule(_Sourced):
     open_min_driver: str = Field(description="First driver branch shipping the open GPU kernel modules")
-    source: list[str] = Field(min_length=1)
 
 
 class DriverBranch(_Data):
@@ -69,11 +80,10 @@ class DriverBranch(_Data):
     end_of_life: str = Field(pattern=r"^\d{4}-\d{2}$", description="YYYY-MM")
 
 
-class DriverLifecycle(_Data):
+class DriverLifecycle(_Sourced):
     as_of: str = Field(pattern=r"^\d{4}-\d{2}$", description="When the branch list was read (YYYY-MM)")
     branches: dict[str, DriverBranch]
     others_end_of_life: bool = Field(description="Branches not listed were end of life on as_of")
-    source: list[str] = Field(min_length=1)
 
     def ended(self, branch: str) -> str | None:
         """The end-of-life month if the branch had ended by ``as_of`` ("earlier" if unlisted), else None."""
@@ -83,21 +93,32 @@ class DriverLifecycle(_Data):
         return known.end_of_life if known.end_of_life <= self.as_of else None
 
 
-class FabricManagerRule(_Data):
+class FabricManagerRule(_Sourced):
     required_on_nvswitch: bool
     must_equal_driver: bool
-    source: list[str] = Field(min_length=1)
 
 
-class NcclCudaRule(_Data):
+class NcclCudaRule(_Sourced):
     nccl_min: str
     nccl_below: str | None = Field(None, description="Exclusive upper bound; None: open ended")
     cuda_majors: list[str] = Field(min_length=1, description="CUDA majors NCCL packages are built for")
-    source: list[str] = Field(min_length=1)
 
     def covers(self, nccl: str) -> bool:
         return at_least(nccl, self.nccl_min) and (
             self.nccl_below is None or not at_least(nccl, self.nccl_below)
+        )
+
+
+class AwsOfiNcclRule(_Sourced):
+    """The oldest NCCL a range of aws-ofi-nccl releases works with (their release notes)."""
+
+    aws_ofi_nccl_min: str
+    aws_ofi_nccl_below: str | None = Field(None, description="Exclusive upper bound; None: open ended")
+    nccl_min: str
+
+    def covers(self, aws_ofi_nccl: str) -> bool:
+        return at_least(aws_ofi_nccl, self.aws_ofi_nccl_min) and (
+            self.aws_ofi_nccl_below is None or not at_least(aws_ofi_nccl, self.aws_ofi_nccl_below)
         )
 
 
@@ -110,13 +131,12 @@ class VersionFloor(_Data):
     recommended: str | None = None
 
 
-class InstanceFloors(_Data):
+class InstanceFloors(_Sourced):
     instance_types: list[str] = Field(min_length=1)
     floors: list[VersionFloor] = Field(min_length=1)
-    source: list[str] = Field(min_length=1)
 
 
-class EfaEnvRule(_Data):
+class EfaEnvRule(_Sourced):
     """A combination that works only with an environment variable set (a known failure)."""
 
     id: str
@@ -125,28 +145,42 @@ class EfaEnvRule(_Data):
     env: dict[str, str]
     level: Level
     message: str
-    source: list[str] = Field(min_length=1)
 
 
-class SlurmFamily(_Data):
+class SlurmSupport(_Sourced):
+    """SchedMD's policy: a family is supported for ``support_months`` after its release."""
+
+    as_of: str = Field(pattern=r"^\d{4}-\d{2}$", description="When the flags were last judged (YYYY-MM)")
+    support_months: int = Field(gt=0)
+
+    @field_validator("support_months", mode="before")
+    @classmethod
+    def _months(cls, value: object) -> object:
+        return int(value) if isinstance(value, str) else value
+
+    def supported(self, released: str) -> bool:
+        """Whether a family released in ``released`` (YYYY-MM) is still supported on ``as_of``."""
+        year, month = (int(x) for x in released.split("-"))
+        months = year * 12 + month - 1 + self.support_months
+        end = f"{months // 12:04d}-{months % 12 + 1:02d}"
+        return end > self.as_of
+
+
+class SlurmFamily(_Sourced):
     released: str = Field(description="YYYY-MM")
     upstream_supported: bool
-    source: list[str] = Field(min_length=1)
-    note: str = ""
 
 
-class PyxisRule(_Data):
+class PyxisRule(_Sourced):
     enroot_min: str
-    source: list[str] = Field(min_length=1)
 
 
-class OsImageRule(_Data):
+class OsImageRule(_Sourced):
     providers: dict[str, list[str]] = Field(description="provider kind -> os_image values it can build")
     efa_installer: list[str] = Field(description="os_image values the EFA installer supports")
     distro_driver_branch: dict[str, str] = Field(
         default_factory=dict, description="os_image -> driver branch its own archive carries (source: distro)"
     )
-    source: list[str] = Field(min_length=1)
 
 
 class FsxDeployment(_Data):
@@ -164,9 +198,8 @@ class FsxDeployment(_Data):
         return gib in self.capacity_gib or (gib > last and (gib - last) % self.capacity_step_gib == 0)
 
 
-class FsxRules(_Data):
+class FsxRules(_Sourced):
     deployment_types: dict[str, FsxDeployment]
-    source: list[str] = Field(min_length=1)
 
 
 class CompatMatrix(_Data):
@@ -178,8 +211,10 @@ class CompatMatrix(_Data):
     kernel_module: KernelModuleRule
     fabric_manager: FabricManagerRule
     nccl_cuda: list[NcclCudaRule]
+    aws_ofi_nccl: list[AwsOfiNcclRule] = Field(default_factory=list)
     instance_floors: list[InstanceFloors]
     efa_env: list[EfaEnvRule]
+    slurm_support: SlurmSupport
     slurm_families: dict[str, SlurmFamily]
     pyxis: PyxisRule
     os_images: OsImageRule
@@ -192,12 +227,32 @@ class CompatMatrix(_Data):
                 raise ValueError(f"source id {ref!r} is not declared under 'sources'")
         return self
 
+    def _sourced(self) -> list[tuple[str, _Sourced]]:
+        """Every rule with where it sits in the YAML."""
+        out: list[tuple[str, _Sourced]] = [(f"cuda_releases.{r.cuda}", r) for r in self.cuda_releases]
+        out += [(f"cuda_majors.{m.major}", m) for m in self.cuda_majors]
+        out += [(f"gpu_models.{name}", rule) for name, rule in self.gpu_models.items()]
+        out += [("driver_lifecycle", self.driver_lifecycle), ("kernel_module", self.kernel_module)]
+        out += [("fabric_manager", self.fabric_manager)]
+        out += [(f"nccl_cuda.{r.nccl_min}", r) for r in self.nccl_cuda]
+        out += [(f"aws_ofi_nccl.{r.aws_ofi_nccl_min}", r) for r in self.aws_ofi_nccl]
+        out += [(f"instance_floors.{','.join(g.instance_types)}", g) for g in self.instance_floors]
+        out += [(f"efa_env.{r.id}", r) for r in self.efa_env]
+        out += [("slurm_support", self.slurm_support)]
+        out += [(f"slurm_families.{name}", fam) for name, fam in self.slurm_families.items()]
+        out += [("pyxis", self.pyxis), ("os_images", self.os_images), ("fsx_lustre", self.fsx_lustre)]
+        return out
+
     def source_refs(self) -> list[str]:
-        items: list[_Data] = [*self.cuda_releases, *self.cuda_majors, *self.gpu_models.values()]
-        items += [self.driver_lifecycle, self.kernel_module, self.fabric_manager, *self.nccl_cuda]
-        items += [*self.instance_floors]
-        items += [*self.efa_env, *self.slurm_families.values(), self.pyxis, self.os_images, self.fsx_lustre]
-        return [ref for item in items for ref in getattr(item, "source", [])]
+        return [ref for _where, item in self._sourced() for ref in item.source]
+
+    def provenance(self) -> list[Provenance]:
+        """Every rule, sourced or estimate (tests audit this list)."""
+        return [Provenance(where, item.source, item.estimate, item.note) for where, item in self._sourced()]
+
+    def estimates(self) -> list[Provenance]:
+        """The rules no source states outright; each note says how it was derived."""
+        return [p for p in self.provenance() if p.estimate]
 
     # --- look-ups ---------------------------------------------------------------------------
 
@@ -221,6 +276,10 @@ class CompatMatrix(_Data):
     def nccl_cuda_majors(self, nccl: str) -> list[str] | None:
         rule = next((r for r in self.nccl_cuda if r.covers(nccl)), None)
         return rule.cuda_majors if rule else None
+
+    def aws_ofi_nccl_rule(self, aws_ofi_nccl: str) -> AwsOfiNcclRule | None:
+        """The NCCL floor of an aws-ofi-nccl release, or None where no release notes say."""
+        return next((r for r in self.aws_ofi_nccl if r.covers(aws_ofi_nccl)), None)
 
     def floors_for(self, instance_type: str) -> list[tuple[VersionFloor, list[str]]]:
         """Every floor that applies to an instance type, with its sources."""

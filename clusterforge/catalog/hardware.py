@@ -3,6 +3,10 @@
 Data lives in ``clusterforge/data/hardware.yaml`` (every figure cites a source id declared in
 that file's ``sources`` table); this module only gives it types and a cached loader.
 
+A figure no public source states outright (a floor derived from a neighbouring type, a policy
+choice) is marked ``estimate: true`` and must say in its ``note`` what it was derived from;
+``HardwareCatalog.estimates()`` lists them all, so none passes for a sourced figure.
+
 Units: ``bandwidth_gbps`` is the network line rate in Gbit/s (as AWS states it);
 ``busbw_gbps_min`` is NCCL bus bandwidth in GB/s (gigabytes, as nccl-tests prints it).
 """
@@ -11,7 +15,7 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,6 +29,19 @@ Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "
 
 class _Data(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Judged(_Data):
+    """A figure or floor that is either sourced, or an estimate whose note gives its reasoning."""
+
+    estimate: bool = Field(False, description="No source states it; the note says how it was derived")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _estimate_explained(self) -> _Judged:
+        if self.estimate and not self.note.strip():
+            raise ValueError("an estimate needs a note saying what it was derived from and why")
+        return self
 
 
 class GpuSpec(_Data):
@@ -50,7 +67,7 @@ class NetworkSpec(_Data):
     source: list[str] = Field(min_length=1)
 
 
-class NcclThreshold(_Data):
+class NcclThreshold(_Judged):
     """A floor for one collective, valid only at the stated message size and node count.
 
     ``backend`` gloo is the CPU path (container nodes): same collective, torch.distributed gloo."""
@@ -61,7 +78,6 @@ class NcclThreshold(_Data):
     message_bytes: int = Field(ge=1)
     busbw_gbps_min: float = Field(gt=0, description="GB/s, nccl-tests busbw (in-place and out-of-place)")
     source: list[str] = Field(min_length=1)
-    note: str = ""
 
     @property
     def key(self) -> str:
@@ -73,7 +89,7 @@ class NcclThreshold(_Data):
         return self.key.replace(".busbw_gbps", ".message_bytes")
 
 
-class Thresholds(_Data):
+class Thresholds(_Judged):
     nccl: list[NcclThreshold] = Field(default_factory=list)
     matmul_tflops_min: float | None = Field(
         None, gt=0, description="bf16 dense, per GPU, large square matmul"
@@ -82,7 +98,6 @@ class Thresholds(_Data):
         None, gt=0, description="fp32 GFLOP/s floor for the CPU path (container nodes, no GPU)"
     )
     source: list[str] = Field(default_factory=list, description="Sources for the matmul floors")
-    note: str = ""
 
     @staticmethod
     def threshold_key(kind: str, collective: str = "", nodes: int = 0) -> str:
@@ -121,7 +136,7 @@ class Thresholds(_Data):
         return merged
 
 
-class CommonThresholds(_Data):
+class CommonThresholds(_Judged):
     """Keys that apply to every type (validators SCHEMA.md), with defaults or none."""
 
     values: dict[str, float] = Field(default_factory=dict)
@@ -154,6 +169,15 @@ class InstanceType(_Data):
         return self.gpu.count if self.gpu else 0
 
 
+class Provenance(NamedTuple):
+    """Where one figure (or group of figures) comes from: ``where`` names it in the YAML."""
+
+    where: str
+    source: list[str]
+    estimate: bool
+    note: str
+
+
 class HardwareCatalog(_Data):
     sources: dict[str, str] = Field(description="Source id -> citation (URL and what it shows)")
     common_thresholds: CommonThresholds
@@ -179,6 +203,27 @@ class HardwareCatalog(_Data):
                 if ref not in self.sources:
                     raise ValueError(f"{it.name}: source id {ref!r} is not declared under 'sources'")
         return self
+
+    def provenance(self) -> list[Provenance]:
+        """Every sourced section of the catalogue, sourced or estimate (tests audit this list)."""
+        common = self.common_thresholds
+        out = [Provenance("common_thresholds", common.source, common.estimate, common.note)]
+        for it in self.instance_types.values():
+            base = f"instance_types.{it.name}"
+            out.append(Provenance(base, it.source, False, it.note))
+            out.append(Provenance(f"{base}.network", it.network.source, False, ""))
+            if it.gpu:
+                out.append(Provenance(f"{base}.gpu", it.gpu.source, False, ""))
+            th = it.thresholds
+            if th.matmul_tflops_min is not None or th.cpu_matmul_gflops_min is not None:
+                out.append(Provenance(f"{base}.thresholds", th.source, th.estimate, th.note))
+            for t in th.nccl:
+                out.append(Provenance(f"{base}.thresholds.{t.key}", t.source, t.estimate, t.note))
+        return out
+
+    def estimates(self) -> list[Provenance]:
+        """The figures no source states outright; each note says how it was derived."""
+        return [p for p in self.provenance() if p.estimate]
 
     def thresholds_for(self, name: str) -> dict[str, float]:
         """Everything a node of this type is judged against: its own figures and the common ones."""

@@ -70,6 +70,46 @@ def test_every_section_cites_declared_sources() -> None:
             assert all(ref in HW.sources and HW.sources[ref].strip() for ref in refs)
 
 
+def test_every_declared_source_is_used() -> None:
+    used = {ref for p in HW.provenance() for ref in p.source}
+    assert used == set(HW.sources)
+
+
+# Figures no public source states outright. Adding one here is a decision: its note must say what it
+# was derived from. A figure that gains a measured source leaves this list (and loses `estimate`).
+ESTIMATES = {
+    "common_thresholds": "A policy, not a measurement",
+    "instance_types.p5e.48xlarge.thresholds.nccl.all_reduce.2node.busbw_gbps": "No published 2-node p5e",
+    "instance_types.p5en.48xlarge.thresholds.nccl.all_reduce.2node.busbw_gbps": "No published 2-node p5en",
+    "instance_types.p6-b200.48xlarge.thresholds.nccl.all_reduce.2node.busbw_gbps": "measured on 4x p6-b200",
+    "instance_types.g5.xlarge.thresholds": "No measured A10G matmul rate",
+    "instance_types.local.thresholds": "deliberately loose",
+    "instance_types.local.thresholds.gloo.all_reduce.1node.busbw_gbps": "loose",
+    "instance_types.local.thresholds.gloo.all_reduce.2node.busbw_gbps": "loose on purpose",
+}
+
+
+def test_every_figure_is_sourced_or_an_explained_estimate() -> None:
+    every = HW.provenance()
+    assert all(p.source for p in every), [p.where for p in every if not p.source]
+    estimates = {p.where: p.note for p in HW.estimates()}
+    assert set(estimates) == set(ESTIMATES)
+    for where, reason in ESTIMATES.items():
+        assert reason in estimates[where], where
+    sourced = [p.where for p in every if not p.estimate]
+    assert "instance_types.p6-b200.48xlarge.thresholds" in sourced, "B200 matmul floor rests on MAMF"
+    assert "instance_types.p6-b200.48xlarge.thresholds.nccl.all_reduce.1node.busbw_gbps" in sourced
+
+
+def test_an_estimate_without_a_note_is_refused(tmp_path: Path) -> None:
+    data = yaml.safe_load(HARDWARE_FILE.read_text())
+    data["instance_types"]["p5e.48xlarge"]["thresholds"]["nccl"][1]["note"] = ""
+    path = tmp_path / "hardware.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValidationError, match="an estimate needs a note"):
+        read_hardware(path)
+
+
 def test_undeclared_source_is_rejected(tmp_path: Path) -> None:
     data = yaml.safe_load(HARDWARE_FILE.read_text())
     data["instance_types"]["g5.xlarge"]["network"]["source"] = ["a-blog-somewhere"]
@@ -105,7 +145,11 @@ def test_aws_figures_match_describe_instance_types(describe_instance_types: dict
 def test_figures_the_issue_states() -> None:
     assert (HW["p5.48xlarge"].network.efa_interfaces, HW["p5.48xlarge"].network.network_cards) == (32, 32)
     assert (HW["p4d.24xlarge"].network.efa_interfaces, HW["p4d.24xlarge"].network.network_cards) == (4, 4)
-    assert HW["p5en.48xlarge"].network.network_cards == 16
+    assert (HW["p5en.48xlarge"].network.efa_interfaces, HW["p5en.48xlarge"].network.network_cards) == (16, 16)
+    assert (HW["p6-b200.48xlarge"].network.efa_interfaces, HW["p6-b200.48xlarge"].network.network_cards) == (
+        8,
+        8,
+    )
     assert not HW["g5.xlarge"].has_efa
     assert HW["p5.48xlarge"].gpu and HW["p5.48xlarge"].gpu.memory_gib == 80.0
     assert HW["local"].container and HW["local"].gpu is None and HW["local"].provider == "local"

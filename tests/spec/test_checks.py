@@ -261,6 +261,32 @@ CASES = [
         ["aws_ofi_nccl 1.7.1 is below the p5.48xlarge minimum 1.7.2"],
     ),
     (
+        "aws-ofi-nccl-below-p6-b200-floor",
+        "prod",
+        [("instance_type: p5.48xlarge", "instance_type: p6-b200.48xlarge")],
+        "",
+        "instance-software-floors",
+        "error",
+        "software.aws_ofi_nccl",
+        "aws_ofi_nccl: 1.14.0",
+        ["aws_ofi_nccl 1.14.0 is below the p6-b200.48xlarge minimum 1.15.0", "pool 'gpu'"],
+    ),
+    (
+        "nccl-older-than-aws-ofi-nccl-supports",
+        "prod",
+        [("  nccl: 2.26.2\n", "  nccl: 2.16.5\n")],
+        "",
+        "efa-software",
+        "error",
+        "software.nccl",
+        "nccl: 2.16.5",
+        [
+            "aws_ofi_nccl 1.14.0 supports NCCL 2.17.1 and later",
+            "nccl 2.16.5 is older",
+            "pick an older aws_ofi_nccl",
+        ],
+    ),
+    (
         "nccl-below-p5-recommendation",
         "prod",
         [("nccl: 2.26.2", "nccl: 2.18.3")],
@@ -572,7 +598,8 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
         "fabric-manager",
         "capacity-reservation",
     }
-    assert [f.check_id for f in report.warnings] == ["driver-lifecycle", "efa-nccl-env"]
+    # slurm-family: prod's Slurm 24.05 is past SchedMD's 18 months (compatibility.yaml slurm_support)
+    assert [f.check_id for f in report.warnings] == ["driver-lifecycle", "efa-nccl-env", "slurm-family"]
     lines = [f.line or 0 for f in report.errors]
     assert lines == sorted(lines)
     assert report.findings.index(report.warnings[0]) > report.findings.index(report.errors[-1])

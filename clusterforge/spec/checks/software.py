@@ -213,7 +213,10 @@ class NcclCuda(Check):
 
 class EfaSoftware(Check):
     id = "efa-software"
-    summary = "EFA pools install the EFA installer, aws-ofi-nccl and NCCL on an OS the installer supports"
+    summary = (
+        "EFA pools install the EFA installer, aws-ofi-nccl and an NCCL it supports, on an OS the installer "
+        "supports"
+    )
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
         sw = ctx.spec.software
@@ -224,6 +227,13 @@ class EfaSoftware(Check):
         if sw.aws_ofi_nccl and not sw.nccl:
             yield error(
                 f"{SW}.aws_ofi_nccl", "aws_ofi_nccl is NCCL's network plugin: set software.nccl as well"
+            )
+        plugin = ctx.compat.aws_ofi_nccl_rule(sw.aws_ofi_nccl) if sw.aws_ofi_nccl else None
+        if plugin and sw.nccl and not at_least(sw.nccl, plugin.nccl_min):
+            yield error(
+                f"{SW}.nccl",
+                f"aws_ofi_nccl {sw.aws_ofi_nccl} supports NCCL {plugin.nccl_min} and later (its release "
+                f"notes); nccl {sw.nccl} is older: raise software.nccl or pick an older aws_ofi_nccl",
             )
         efa = [(pool, it) for _i, pool, it in ctx.typed_pools() if it.has_efa and pool.role == "gpu"]
         if not efa or ctx.provider != "aws":
