@@ -153,3 +153,43 @@ def test_healthy_h200() -> None:
         gpu["pcie_width_max"],
     ) == (5, 5, 16, 16)
     assert gpu["throttle_active"] == ["Idle"]
+
+
+# ---- captures added in the second pass (sources in SOURCES.md) ----
+
+
+def test_driver_580_wide_key_layout() -> None:
+    result = parse("q_580_rtx3090ti_wide_keys.txt")
+    assert result["driver_version"] == "580.142" and result["cuda_version"] == "13.0"
+    (gpu,) = result["gpus"]
+    assert gpu["bus_id"] == "00000000:05:00.0" and gpu["name"] == "NVIDIA GeForce RTX 3090 Ti"
+    assert gpu["persistence_mode"] is False
+    assert gpu["ecc_uncorrected_volatile"] is None and gpu["ecc_corrected_volatile"] is None  # ECC off: N/A
+    assert gpu["remapped_rows_pending"] is False and gpu["remapped_rows_failure"] is False
+    assert (gpu["pcie_gen_current"], gpu["pcie_gen_max"]) == (1, 4)
+    assert (gpu["pcie_width_current"], gpu["pcie_width_max"]) == (16, 16)
+    assert gpu["throttle_active"] == ["Idle"]
+
+
+def test_driver_418_retired_pages_pending_and_narrow_link() -> None:
+    result = parse("q_418_v100_power9_width_x2_excerpt.txt")
+    assert result["driver_version"] == "418.67" and result["attached_gpus"] == 4
+    (gpu,) = result["gpus"]  # the page elides GPUs 2-4
+    assert gpu["bus_id"] == "00000004:04:00.0" and gpu["name"] == "Tesla V100-SXM2-32GB"
+    assert gpu["retired_pages_pending"] is False  # "Pending : No" under Retired Pages
+    assert gpu["remapped_rows_pending"] is None  # no Remapped Rows section before Ampere
+    assert gpu["ecc_uncorrected_volatile"] == 0 and gpu["ecc_corrected_volatile"] == 0
+    assert (gpu["pcie_width_current"], gpu["pcie_width_max"]) == (2, 16)
+    assert (gpu["pcie_gen_current"], gpu["pcie_gen_max"]) == (3, 3)
+    assert gpu["throttle_active"] == ["Idle"]
+
+
+def test_driver_545_h100() -> None:
+    result = parse("q_545_h100_sxm_healthy.txt")
+    assert result["driver_version"] == "545.23.08" and result["cuda_version"] == "12.3"
+    (gpu,) = result["gpus"]
+    assert gpu["uuid"] == "GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1" and gpu["persistence_mode"] is True
+    assert gpu["ecc_uncorrected_volatile"] == 0 and gpu["remapped_rows_pending"] is False
+    assert gpu["retired_pages_pending"] is None
+    assert (gpu["pcie_gen_current"], gpu["pcie_width_current"]) == (5, 16)
+    assert result["error"] is None

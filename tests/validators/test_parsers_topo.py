@@ -80,3 +80,48 @@ def test_older_driver_names_nics_in_the_header() -> None:
 
 def test_not_a_matrix() -> None:
     assert parse_nvidia_smi_topo("NVIDIA-SMI has failed because it couldn't communicate")["error"]
+
+
+# ---- captures added in the second pass (sources in SOURCES.md) ----
+
+
+def test_raw_tabs_keep_an_empty_cpu_affinity_cell() -> None:
+    result = parse("topo_8xh100_nv18_6nics_empty_cpu_affinity.txt")
+    assert result["nics"] == [f"mlx5_{i}" for i in range(6)]
+    assert all(kind == "NV18" for kind in result["links"]["GPU5"].values())
+    assert result["nic_links"]["GPU0"] == {
+        "mlx5_0": "PIX",
+        "mlx5_1": "PIX",
+        "mlx5_2": "NODE",
+        "mlx5_3": "NODE",
+        "mlx5_4": "NODE",
+        "mlx5_5": "NODE",
+    }
+    assert result["affinity"]["GPU0"] == {"cpu_affinity": None, "numa_affinity": "0", "gpu_numa_id": None}
+    assert result["affinity"]["GPU4"] == {"cpu_affinity": "1", "numa_affinity": "1", "gpu_numa_id": None}
+
+
+def test_consumer_pair_with_gpu_numa_id_after_double_tab() -> None:
+    result = parse("topo_2xrtx5090_phb_raw_tabs.txt")
+    assert result["links"] == {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}} and result["nics"] == []
+    assert result["affinity"]["GPU1"] == {"cpu_affinity": "0-63", "numa_affinity": "0", "gpu_numa_id": None}
+
+
+def test_old_header_names_rdma_devices() -> None:
+    result = parse("topo_2xa100_pcie_sys_mlx5_header.txt")
+    assert result["nics"] == ["mlx5_0", "mlx5_1"] and result["links"]["GPU0"] == {"GPU1": "SYS"}
+    assert result["nic_links"]["GPU0"] == {"mlx5_0": "NODE", "mlx5_1": "SYS"}
+    assert result["affinity"]["GPU1"] == {"cpu_affinity": "64-127", "numa_affinity": "1", "gpu_numa_id": None}
+
+
+def test_power9_nv3_pairs() -> None:
+    result = parse("topo_4xv100_power9_nv3_mlx5_header.txt")
+    assert result["links"]["GPU0"] == {"GPU1": "NV3", "GPU2": "SYS", "GPU3": "SYS"}
+    assert result["links"]["GPU2"]["GPU3"] == "NV3"
+    assert result["nic_links"]["GPU3"] == {
+        "mlx5_0": "SYS",
+        "mlx5_1": "SYS",
+        "mlx5_2": "NODE",
+        "mlx5_3": "NODE",
+    }
+    assert result["affinity"]["GPU2"]["numa_affinity"] == "8"

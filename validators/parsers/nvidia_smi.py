@@ -172,7 +172,7 @@ def _parse_text(text: str) -> Node:
                 remap=(_find(remap, "Pending"), _find(remap, "Remapping Failure Occurred"))
                 if isinstance(remap, dict)
                 else (None, None),
-                retired_pending=_find(retired, "Pending Page Blacklist|Pending Page Retirement")
+                retired_pending=_find(retired, "Pending Page Blacklist|Pending Page Retirement|Pending")
                 if isinstance(retired, dict)
                 else None,
                 pcie=(

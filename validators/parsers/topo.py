@@ -36,6 +36,18 @@ def _header_devices(line: str) -> Optional[List[str]]:
     return devices
 
 
+def _row_cells(line: str) -> List[str]:
+    """Cells of a matrix row. nvidia-smi separates them with tabs and leaves an affinity cell empty when
+    the caller's cpuset holds none of the GPU's CPUs ("NODE\t\t0\t\tN/A"), so a raw row is split on
+    tabs to keep the empty cells in place; a copy whose tabs were expanded to blanks is split on blanks."""
+    if "\t" in line:
+        cells = [cell.strip() for cell in line.rstrip("\n").split("\t")]
+        while cells and not cells[-1]:
+            cells.pop()
+        return cells
+    return line.split()
+
+
 def parse_nvidia_smi_topo(text: str) -> Dict[str, Any]:
     """Parse `nvidia-smi topo -m` output. See the package docstring for the fields."""
     devices: Optional[List[str]] = None
@@ -50,17 +62,18 @@ def parse_nvidia_smi_topo(text: str) -> Dict[str, Any]:
         if devices is None:
             devices = _header_devices(line)
             continue
-        tokens = line.split()
+        tokens = _row_cells(line)
         if not tokens or tokens[0] not in devices or len(tokens) < len(devices) + 1:
             continue
         row = tokens[0]
         matrix[row] = {device: tokens[i + 1] for i, device in enumerate(devices)}  # no zip(strict=): 3.9
         extra = tokens[len(devices) + 1 :]
         if _GPU.match(row):
+            later = [cell for cell in extra[2:] if cell]  # a double tab precedes "GPU NUMA ID"
             affinity[row] = {
                 "cpu_affinity": _na(extra[0]) if len(extra) > 0 else None,
                 "numa_affinity": _na(extra[1]) if len(extra) > 1 else None,
-                "gpu_numa_id": _na(extra[2]) if len(extra) > 2 else None,
+                "gpu_numa_id": _na(later[0]) if later else None,
             }
     devices = devices or []
     gpus = [d for d in devices if _GPU.match(d)]
