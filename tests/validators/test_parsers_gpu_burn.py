@@ -81,3 +81,38 @@ def test_records_glued_without_newline_and_clean_pass() -> None:
         and result["gpus"][0]["iterations"] == 20
         and result["gpus"][0]["gflops"] == 710.0
     )
+
+
+# ---- captures added in the second pass (sources in SOURCES.md) ----
+
+
+def test_2019_release_without_verdict_is_incomplete() -> None:
+    result = parse("k80_2019_no_verdict.txt")
+    (gpu,) = result["gpus"]
+    assert gpu["name"] == "Tesla K80" and gpu["iterations"] == 1908 and gpu["gflops"] == 2273.0
+    assert gpu["temp_c"] == 66 and gpu["ok"] is None
+    assert result["progress_percent"] == 100.0 and result["complete"] is False and result["ok"] is False
+
+
+def test_init_failure_and_died_gpu() -> None:
+    result = parse("k80_load_module_error_died_snip.txt")
+    assert result["error"] == 'Couldn\'t init a GPU test: Error in "load module":'
+    assert [g["iterations"] for g in result["gpus"]] == [-1, 0, 0, 0]
+    assert result["gpus"][0]["error_flag"] == "died" and result["gpus"][0]["errors"] == -1903218736
+    assert result["gpus"][3]["temp_c"] == 31 and result["progress_percent"] == 50.0
+    assert result["ok"] is False and result["complete"] is False
+
+
+def test_two_gpus_cut_before_verdict() -> None:
+    result = parse("rtx4090x2_second_gpu_late_cut.txt")
+    assert [g["iterations"] for g in result["gpus"]] == [405, 324]
+    assert [g["gflops"] for g in result["gpus"]] == [52045.0, 51946.0]
+    assert result["progress_percent"] == 90.0 and result["complete"] is False and result["ok"] is False
+
+
+def test_record_cut_inside_temps() -> None:
+    result = parse("gtx1080x2_docker_cut.txt")
+    assert result["gpus"][0]["name"] == "NVIDIA GeForce GTX 1080"
+    assert [g["iterations"] for g in result["gpus"]] == [21892, 21312]
+    assert [g["temp_c"] for g in result["gpus"]] == [62, None]
+    assert result["progress_percent"] == 91.7 and result["complete"] is False
