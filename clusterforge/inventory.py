@@ -152,6 +152,19 @@ def software_vars(spec: ClusterSpec) -> dict[str, Any]:
     return out
 
 
+def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalog) -> dict[str, Any]:
+    """validators_runtime: where torch comes from, where nccl-tests are (GPU types)."""
+    containers = bool(nodes) and all(hw[n.instance_type].container for n in nodes)
+    out: dict[str, Any] = {
+        # Container nodes get torch installed once on the machine and mounted read-only by the
+        # local provider; real nodes install it.
+        "validators_runtime_torch": "shared" if spec.provider.kind == "local" and containers else "pip",
+    }
+    if spec.software.nccl_tests and any(hw[n.instance_type].gpu for n in nodes):
+        out["validators_runtime_nccl_tests_dir"] = f"/opt/nccl-tests/{spec.software.nccl_tests}"
+    return out
+
+
 def storage_vars(spec: ClusterSpec) -> dict[str, Any]:
     st = spec.storage
     out: dict[str, Any] = {}
@@ -181,6 +194,7 @@ def render_inventory(
         "slurm": slurm_vars(spec, nodes, hw, munge_key_file),
         "software": software_vars(spec),
         "shared_storage": storage_vars(spec),
+        "validators_runtime": validators_vars(spec, nodes, hw),
     }
     return Inventory(hosts=render_hosts(nodes, hw), group_vars=group_vars)
 
