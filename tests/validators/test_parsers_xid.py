@@ -94,3 +94,42 @@ def test_classification_table() -> None:
     assert [classify_xid(x) for x in (48, 63, 64, 74, 79, 94, 95)] == ["node"] * 7
     assert [classify_xid(x) for x in (13, 31, 43, 45, 68)] == ["application"] * 5
     assert classify_xid(999) == "unknown"
+
+
+# ---- captures added in the second pass (sources in SOURCES.md) ----
+
+
+def test_journal_gsp_xid_without_pid_among_other_lines() -> None:
+    result = parse("journal_fedora_xid120_gsp_no_pid.txt")
+    (event,) = result["events"]
+    assert event["xid"] == 120 and event["pci"] == "0000:23:00" and event["pid"] is None
+    assert event["message"].startswith("GSP task exception: load access page fault (cause:0xd)")
+    assert event["timestamp"] == "Aug 19 21:36:23" and event["line"] == 8
+    assert event["class"] == "node" and result["node_faults"] == [120] and result["ok"] is False
+
+
+def test_ctime_unknown_pid_and_named_process() -> None:
+    result = parse("dmesg_ctime_xid13_unknown_pid_xid109_name.txt")
+    assert [e["xid"] for e in result["events"]] == [13, 13, 13, 109]
+    first, last = result["events"][0], result["events"][-1]
+    assert (
+        first["pid"] is None and first["process"] is None and first["timestamp"] == "Fri Aug 30 11:43:09 2024"
+    )
+    assert (
+        first["message"]
+        == "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"
+    )
+    assert last["pid"] == 1797828 and last["process"] == "pt_main_thread"
+    assert last["message"] == "Ch 00000008, errorString CTX SWITCH TIMEOUT, Info 0x58005"
+    assert result["counts"] == {"13": 3, "109": 1} and result["ok"] is True
+
+
+def test_2015_channel_id_wording() -> None:
+    result = parse("dmesg_2015_xid32_31_channel_id.txt")
+    assert [(e["xid"], e["timestamp"]) for e in result["events"]] == [
+        (32, "24128.828315"),
+        (32, "24128.828608"),
+        (31, "24128.834365"),
+    ]
+    assert result["events"][0]["message"] == "Channel ID 00000000 intr 00004000"
+    assert result["events"][2]["class"] == "application" and result["ok"] is True
