@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from rich.markup import escape
 from rich.table import Table
 
 from clusterforge.certify.admission import Admission, AdmissionError
-from clusterforge.certify.remote import node_runner
+from clusterforge.certify.remote import Runner, node_runner
 from clusterforge.certify.slurm_parse import SinfoNode
 from clusterforge.journal import Journal, stack_dir
-from clusterforge.providers import Provider
+from clusterforge.providers import Node, Provider
 from clusterforge.spec.models import ClusterSpec
 
 
@@ -33,23 +34,27 @@ class NodeStatus:
         return asdict(self)
 
 
-def slurm_states(provider_nodes: dict[str, object], heads: list[str]) -> tuple[dict[str, SinfoNode], str]:
-    """sinfo through the first running head node; ("", reason) when it cannot be asked."""
+def slurm_states(
+    provider_nodes: dict[str, Node], heads: list[str], runner: Callable[..., Runner] = node_runner
+) -> tuple[dict[str, SinfoNode], str]:
+    """sinfo through the first running head node; ({}, reason) when it cannot be asked."""
     for name in heads:
         node = provider_nodes.get(name)
-        if node is not None and getattr(node, "state", "") == "running":
+        if node is not None and node.state == "running":
             try:
-                return Admission(node_runner(node, timeout_s=30)).nodes(), ""  # type: ignore[arg-type]
+                return Admission(runner(node, timeout_s=30)).nodes(), ""
             except AdmissionError as exc:
                 return {}, str(exc)
     return {}, "no running head node"
 
 
-def collect(spec: ClusterSpec, provider: Provider) -> list[NodeStatus]:
+def collect(
+    spec: ClusterSpec, provider: Provider, runner: Callable[..., Runner] = node_runner
+) -> list[NodeStatus]:
     journal = Journal(spec.stack, stack_dir(spec.stack).parent)
     planned = provider.plan(spec)
     live = {n.name: n for n in provider.nodes(spec)}
-    slurm, slurm_error = slurm_states(live, [p.name for p in planned if p.role == "head"])
+    slurm, slurm_error = slurm_states(live, [p.name for p in planned if p.role == "head"], runner)
     rows = []
     for p in planned:
         node = live.get(p.name)

@@ -14,6 +14,7 @@ from clusterforge.pipeline.context import Options
 from clusterforge.pipeline.scheduler import Status
 from clusterforge.pipeline.up import Seams, certify, up
 from clusterforge.spec.loader import load_spec
+from clusterforge.status import collect
 from tests.pipeline.fakes import FakeProvider, FakeSlurm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,10 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     journal = Journal("pt-up")
     assert all(journal.record(f"node-00{i}").verdict == "pass" for i in (1, 2, 3))
     assert (world["tmp"] / "inv" / "pt-up" / "hosts.yml").exists()
+    rows = {r.node: r for r in collect(world["spec"], world["provider"], slurm.runner)}
+    assert rows["node-002"].certification == "certified" and rows["node-002"].slurm_state == "idle"
+    assert rows["node-002"].configured and rows["node-002"].provider_state == "running"
+    assert rows["head-001"].slurm_state == ""  # the controller is not a Slurm compute node
     calls_before = len(slurm.calls)
     again, text = run_up(world)
     assert again.code == 0, text
@@ -103,6 +108,9 @@ def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: p
     network = [c for c in slurm.calls if c[0] == "sbatch"][-1]
     assert network[network.index("-w") + 1] == "node-001,node-002"  # the failed node is left out
     assert "software-versions" in text
+    row = {r.node: r for r in collect(world["spec"], world["provider"], slurm.runner)}["node-003"]
+    assert row.certification == "failed" and row.slurm_state == "drained"
+    assert row.slurm_reason.startswith("clusterforge: software-versions")
 
 
 def test_slow_network_drains_and_on_demand_certify_recovers(world: dict) -> None:
