@@ -12,6 +12,7 @@ nccl-tests  (nccl_tests.parse_nccl_tests; text stdout of any release, or the `-J
     binary          str|None   the binary name as seen
     version         str|None   nccl-tests version ("2.19.7") when printed
     ranks           int|None   highest "#  Rank N" + 1, else nThread x nGpus from the header
+    validation      int|None   the header's "validation: N" (0 with -c 0: nothing checked, #wrong is N/A)
     devices         list       per "#  Rank" line: rank, pid, host, device, bus, name
     rows            list       in printed order, each:
         size int (bytes), count int|None, type str|None, redop str|None (absent in old all_gather/
@@ -30,7 +31,8 @@ nccl-tests  (nccl_tests.parse_nccl_tests; text stdout of any release, or the `-J
                                no bitwise mismatch, avg bandwidth check not FAILED
     format          "text"|"json"
   Launcher tags ("0: " from srun --label, "[1,0]<stdout>:" from mpirun --tag-output) and interleaved
-  NCCL INFO/WARN lines are tolerated anywhere.
+  NCCL INFO/WARN lines are tolerated anywhere. A 2019-21 row that printed a blank redop/root under a
+  header naming them (alltoall) is read from the right; a row cut short (crash, paste) is dropped.
 
 dcgmi-diag  (dcgm.parse_dcgmi_diag; `dcgmi diag -j` of DCGM 3.x "DCGM GPU Diagnostic" or 4.x
              "DCGM Diagnostic", or the boxed text table)
@@ -39,9 +41,11 @@ dcgmi-diag  (dcgm.parse_dcgmi_diag; `dcgmi diag -j` of DCGM 3.x "DCGM GPU Diagno
                                gpus {"<gpu index>": status} where given, messages [str] (warnings,
                                info, Error rows; wrapped text rejoined)
     failed          list[str]  names of tests with status fail
+    skipped         list[str]  names of tests with status skip or not_run (a run can skip all but one)
     ok              bool       at least one test and none failed (warn does not fail)
     version         str|None   DCGM version;  driver_version str|None ("Driver Version Detected")
-    error           str|None   "Error: ..." from dcgmi, no result document, or no tests at all
+    error           str|None   the "Error: ..." lines from dcgmi joined with "; ", no result document, or
+                               no tests at all
     format          "json"|"text"
 
 nvidia-smi  (nvidia_smi.parse_nvidia_smi; `nvidia-smi -q` text or `-q -x` XML, drivers 470..570)
@@ -69,6 +73,7 @@ nvidia-smi-topo  (topo.parse_nvidia_smi_topo; `nvidia-smi topo -m`)
     links           {"GPU0": {"GPU1": "NV18", ...}}  kinds X/NV<n>/PIX/PXB/PHB/NODE/SYS
     nic_links       {"GPU0": {"mlx5_2": "PXB", ...}}
     affinity        {"GPU0": {cpu_affinity str|None, numa_affinity str|None, gpu_numa_id str|None}}
+                               (raw rows are split on tabs, so an empty CPU Affinity cell reads as None)
     error           str|None   no complete GPU matrix found
 
 gpu-burn  (gpu_burn.parse_gpu_burn; wilicc/gpu-burn stdout)

@@ -37,7 +37,13 @@ Node = Dict[str, Any]
 
 
 def _na(value: Optional[str]) -> bool:
-    return value is None or value.strip() in ("", "N/A", "[N/A]", "Unknown Error", "[Unknown Error]")
+    return not isinstance(value, str) or value.strip() in (
+        "",
+        "N/A",
+        "[N/A]",
+        "Unknown Error",
+        "[Unknown Error]",
+    )
 
 
 def _int(value: Optional[str]) -> Optional[int]:
@@ -127,14 +133,24 @@ def _find(node: Any, *path: str) -> Any:
     return node
 
 
+def _leaf(node: Any, *path: str) -> Optional[str]:
+    """`_find` for a value: a key cut off in the middle of its line reads as a section, not a string."""
+    value = _find(node, *path)
+    return value if isinstance(value, str) else None
+
+
 def _ecc_text(gpu: Node) -> Tuple[List[Optional[int]], List[Optional[int]]]:
     volatile = _find(gpu, "ECC Errors", "Volatile")
     if not isinstance(volatile, dict):
         return [], []
     if "Double Bit" in volatile or "Single Bit" in volatile:  # pre-Ampere layout
-        return [_int(_find(volatile, "Double Bit", "Total"))], [_int(_find(volatile, "Single Bit", "Total"))]
+        return [_int(_leaf(volatile, "Double Bit", "Total"))], [_int(_leaf(volatile, "Single Bit", "Total"))]
     uncorrected = [_int(v) for k, v in volatile.items() if "Uncorrectable" in k and isinstance(v, str)]
-    corrected = [_int(v) for k, v in volatile.items() if k.endswith("Correctable") and "Un" not in k]
+    corrected = [
+        _int(v)
+        for k, v in volatile.items()
+        if k.endswith("Correctable") and "Un" not in k and isinstance(v, str)
+    ]
     return uncorrected, corrected
 
 
@@ -166,30 +182,30 @@ def _parse_text(text: str) -> Node:
         parsed.append(
             _gpu_record(
                 bus_id=bus_id,
-                name=_find(gpu, "Product Name"),
-                persistence=_find(gpu, "Persistence Mode"),
+                name=_leaf(gpu, "Product Name"),
+                persistence=_leaf(gpu, "Persistence Mode"),
                 ecc=_ecc_text(gpu),
-                remap=(_find(remap, "Pending"), _find(remap, "Remapping Failure Occurred"))
+                remap=(_leaf(remap, "Pending"), _leaf(remap, "Remapping Failure Occurred"))
                 if isinstance(remap, dict)
                 else (None, None),
-                retired_pending=_find(retired, "Pending Page Blacklist|Pending Page Retirement|Pending")
+                retired_pending=_leaf(retired, "Pending Page Blacklist|Pending Page Retirement|Pending")
                 if isinstance(retired, dict)
                 else None,
                 pcie=(
-                    _find(link, "PCIe Generation", "Current"),
-                    _find(link, "PCIe Generation", "Max"),
-                    _find(link, "Link Width", "Current"),
-                    _find(link, "Link Width", "Max"),
+                    _leaf(link, "PCIe Generation", "Current"),
+                    _leaf(link, "PCIe Generation", "Max"),
+                    _leaf(link, "Link Width", "Current"),
+                    _leaf(link, "Link Width", "Max"),
                 ),
                 throttle=_throttle_text(gpu),
-                uuid=_find(gpu, "GPU UUID"),
+                uuid=_leaf(gpu, "GPU UUID"),
             )
         )
     return {
         "format": "text",
-        "driver_version": None if _na(_find(top, "Driver Version")) else _find(top, "Driver Version"),
-        "cuda_version": None if _na(_find(top, "CUDA Version")) else _find(top, "CUDA Version"),
-        "attached_gpus": _int(_find(top, "Attached GPUs")),
+        "driver_version": None if _na(_leaf(top, "Driver Version")) else _leaf(top, "Driver Version"),
+        "cuda_version": None if _na(_leaf(top, "CUDA Version")) else _leaf(top, "CUDA Version"),
+        "attached_gpus": _int(_leaf(top, "Attached GPUs")),
         "gpus": parsed,
     }
 
