@@ -185,7 +185,7 @@ def test_rows_without_header_are_guessed_by_column_count() -> None:
 
 
 def test_json_output_of_dash_j() -> None:
-    """Shape written by -J (nccl-tests src/util.cu, JSON_FILE_VERSION 3)."""
+    """Shape written by -J (nccl-tests src/util.cu writeBenchmarkLine*/writeResultFooter; versioned JSON)."""
     doc = {
         "version": 3,
         "start_time": "2025-01-01 00:00:00",
@@ -215,6 +215,9 @@ def test_json_output_of_dash_j() -> None:
     row = result["rows"][0]
     assert row["root"] == -1 and row["in_place"]["wrong"] == 2 and row["out_of_place"]["busbw"] == 356.04
     assert result["out_of_bounds"] == 1 and result["complete"] is True and result["ok"] is False
+    assert result["avg_busbw_check"] is None  # "unchecked": no -C given
+    doc["average_bus_bandwidth"]["okay"] = "false"  # jsonBool() writes the strings "true"/"false"
+    assert parse_nccl_tests(json.dumps(doc))["avg_busbw_check"] == "FAILED"
 
 
 def test_empty_input() -> None:

@@ -212,6 +212,8 @@ def _parse_json(doc: Dict[str, Any]) -> Dict[str, Any]:
         "rows": rows,
         "out_of_bounds": oob.get("count"),
         "avg_busbw": to_float(str(avg.get("bandwidth"))) if "bandwidth" in avg else None,
+        # "okay" is true/false (as the strings "true"/"false") when given -C, else "unchecked"
+        "avg_busbw_check": {"true": "OK", "false": "FAILED"}.get(str(avg.get("okay")).lower()),
         "complete": "out_of_bounds" in doc,
         "errors": [e for e in doc.get("errors") or [] if e],
     }
