@@ -227,3 +227,26 @@ def test_dcgmi_error_without_table_keeps_both_lines() -> None:
         "Error: Unable to complete diagnostic for entities 0,1,2,3. Return: (-30)"
     )
     assert "Cannot load plugins. Unable to change to the plugin dir" in result["error"]
+
+
+def test_json_runtime_error_and_renamed_root() -> None:
+    """Fields documented in NVIDIA/DCGM nvvs JsonResult.hpp ("runtime_error", "Warning", status words in
+    capitals, gpu_ids as a number); documents built here, not captures."""
+    doc = {"DCGM GPU Diagnostic": {"version": "3.3.1", "runtime_error": "Couldn't find the CUDA library"}}
+    result = parse_dcgmi_diag(json.dumps(doc))
+    assert result["tests"] == [] and result["ok"] is False
+    assert result["error"] == "Couldn't find the CUDA library" and result["version"] == "3.3.1"
+    renamed = {
+        "Diagnostic": {
+            "Warning": "Deprecated option",
+            "test_categories": [
+                {
+                    "category": "Hardware",
+                    "tests": [{"name": "diagnostic", "results": [{"gpu_ids": 0, "status": "FAIL"}]}],
+                }
+            ],
+        }
+    }
+    result = parse_dcgmi_diag(json.dumps(renamed))
+    assert result["failed"] == ["diagnostic"] and result["tests"][0]["gpus"] == {"0": "fail"}
+    assert result["warning"] == "Deprecated option" and result["error"] is None

@@ -44,8 +44,9 @@ dcgmi-diag  (dcgm.parse_dcgmi_diag; `dcgmi diag -j` of DCGM 3.x "DCGM GPU Diagno
     skipped         list[str]  names of tests with status skip or not_run (a run can skip all but one)
     ok              bool       at least one test and none failed (warn does not fail)
     version         str|None   DCGM version;  driver_version str|None ("Driver Version Detected")
-    error           str|None   the "Error: ..." lines from dcgmi joined with "; ", no result document, or
-                               no tests at all
+    error           str|None   the "Error: ..." lines from dcgmi joined with "; ", the JSON's
+                               "runtime_error", no result document, or no tests at all
+    warning         str        only when the JSON carries a top-level "Warning" (deprecation notes)
     format          "json"|"text"
 
 nvidia-smi  (nvidia_smi.parse_nvidia_smi; `nvidia-smi -q` text or `-q -x` XML, drivers 470..570)

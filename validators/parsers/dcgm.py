@@ -84,8 +84,20 @@ def _messages(container: Dict[str, Any]) -> List[str]:
     return out
 
 
+def _result_root(doc: Dict[str, Any]) -> Dict[str, Any]:
+    """The object holding test_categories: "DCGM Diagnostic" (4.x), "DCGM GPU Diagnostic" (<= 3.x), any
+    other top-level key whose value has test_categories or a runtime_error, or the document itself."""
+    for key in ("DCGM Diagnostic", "DCGM GPU Diagnostic"):
+        if isinstance(doc.get(key), dict):
+            return doc[key]
+    for value in doc.values():
+        if isinstance(value, dict) and ("test_categories" in value or "runtime_error" in value):
+            return value
+    return doc if "test_categories" in doc else {}
+
+
 def _parse_json(doc: Dict[str, Any]) -> Dict[str, Any]:
-    root = doc.get("DCGM Diagnostic") or doc.get("DCGM GPU Diagnostic") or {}
+    root = _result_root(doc)
     metadata = doc.get("metadata") or {}
     tests: List[Dict[str, Any]] = []
     for category in root.get("test_categories") or []:
@@ -128,6 +140,10 @@ def _parse_json(doc: Dict[str, Any]) -> Dict[str, Any]:
     extra: Dict[str, Any] = {"format": "json", "version": version, "driver_version": driver}
     if not root:
         extra["error"] = "no 'DCGM Diagnostic' / 'DCGM GPU Diagnostic' object in the dcgmi JSON"
+    elif root.get("runtime_error"):  # nvvs could not run the tests (JsonResult.hpp: "runtime_error")
+        extra["error"] = str(root["runtime_error"]).strip()
+    if isinstance(root.get("Warning"), str):  # e.g. a deprecation message next to the results
+        extra["warning"] = root["Warning"].strip()
     return _finish(tests, extra)
 
 
