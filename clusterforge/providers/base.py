@@ -50,15 +50,29 @@ class Problem:
 
 @dataclass
 class DestroySummary:
-    """What ``destroy`` removed, by kind; empty lists when the stack did not exist."""
+    """What ``destroy`` removed. The local provider fills containers/networks/volumes; a provider
+    with other kinds of things (EC2 instances, VPCs, file systems) puts them in ``other`` by kind."""
 
     containers: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
     volumes: list[str] = field(default_factory=list)
+    other: dict[str, list[str]] = field(default_factory=dict)  # kind (singular) -> names
+
+    def removed(self) -> dict[str, list[str]]:
+        """Every kind with what was removed of it, e.g. {"container": [...], "instance": [...]}."""
+        kinds = {"container": self.containers, "network": self.networks, "volume": self.volumes, **self.other}
+        return {kind: names for kind, names in kinds.items() if names}
 
     @property
     def empty(self) -> bool:
-        return not (self.containers or self.networks or self.volumes)
+        return not self.removed()
+
+    def render(self) -> str:
+        """One line for people: "removed 2 containers, 1 network, 1 volume" or "nothing to remove"."""
+        parts = [
+            f"{len(names)} {kind}{'' if len(names) == 1 else 's'}" for kind, names in self.removed().items()
+        ]
+        return "removed " + ", ".join(parts) if parts else "nothing to remove"
 
 
 # progress(node_name, message): one line per step, for live per-node display.

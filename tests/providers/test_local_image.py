@@ -119,6 +119,8 @@ def test_customise_makes_per_container_machine_id_and_keeps_debs(tmp_path: Path)
     assert not (root / "var/lib/dbus/machine-id").exists()
     assert not (root / "etc/hostname").exists()
     assert list((root / "var/lib/apt/lists").iterdir()) == [root / "var/lib/apt/lists/partial"]
+    # Old enough that Ansible's `cache_valid_time` never takes the empty lists for a fresh update.
+    assert (root / "var/lib/apt/lists").stat().st_mtime == 0
     assert not list((root / "var/cache/apt").rglob("*.deb")) and not list(
         (root / "var/cache/apt").rglob("*.bin")
     )

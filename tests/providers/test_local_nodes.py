@@ -1,5 +1,6 @@
-"""Container nodes for real: systemd as PID 1, names on the stack network, shared volume,
-labels, idempotent create, and a destroy that takes exactly its own stack."""
+"""Container nodes: the engine arguments (unit), then for real (integration): systemd as PID 1,
+names on the stack network, shared volume, labels, idempotent create, the machine apt cache,
+and a destroy that takes exactly its own stack."""
 
 from __future__ import annotations
 
@@ -7,15 +8,69 @@ import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from ipaddress import ip_address
+from pathlib import Path
 
 import pytest
 
+from clusterforge.providers.base import DestroySummary
 from clusterforge.providers.local import nodes as nodes_mod
+from clusterforge.providers.local.engine import Engine
 from clusterforge.providers.local.image import SHARED_APT_CACHE
 from clusterforge.providers.local.preflight import run_preflight
+from clusterforge.spec.loader import load_spec, stack_path
 from tests.fixtures.nodes import LocalStack
 
-pytestmark = pytest.mark.integration
+SPEC = load_spec(stack_path("local"))[0]
+
+
+def test_run_argv_labels_systemd_network_and_volumes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(nodes_mod, "NODE_TORCH_DIR", tmp_path / "absent")
+    node = nodes_mod.node_defs(SPEC)[1]
+    assert (node.name, node.container, node.pool, node.role) == ("node-001", "local-node-001", "node", "gpu")
+    argv = nodes_mod.run_argv(Engine("podman", "/usr/bin/podman"), SPEC, node, "IMG", apt_cache=True)
+    pairs = set(zip(argv, argv[1:], strict=False))
+    assert {
+        ("--name", "local-node-001"),
+        ("--hostname", "node-001"),
+        ("--network", "clusterforge-local"),
+    } <= pairs
+    assert {("--network-alias", "node-001"), ("--label", "clusterforge.stack=local")} <= pairs
+    assert {("--label", "clusterforge.node=node-001"), ("--label", "clusterforge.pool=node")} <= pairs
+    assert ("--label", "clusterforge.role=gpu") in pairs and "--systemd=always" in argv
+    assert ("-v", "clusterforge-local-shared:/shared") in pairs
+    assert ("-v", f"clusterforge-apt-cache:{SHARED_APT_CACHE}") in pairs
+    assert argv[-2:] == ["IMG", "/sbin/init"] and not any("torch" in a for a in argv)
+    no_cache = nodes_mod.run_argv(Engine("podman", "podman"), SPEC, node, "IMG", apt_cache=False)
+    assert not any("apt-cache" in a for a in no_cache)
+
+
+def test_run_argv_mounts_shared_torch_read_only_when_present(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(nodes_mod, "NODE_TORCH_DIR", tmp_path)
+    argv = nodes_mod.run_argv(
+        Engine("podman", "podman"), SPEC, nodes_mod.node_defs(SPEC)[0], "IMG", apt_cache=False
+    )
+    assert ("-v", f"{tmp_path}:/opt/clusterforge/torch:ro") in set(zip(argv, argv[1:], strict=False))
+
+
+def test_connection_vars_keep_remote_tmp_off_the_tmpfs() -> None:
+    podman = nodes_mod.connection_vars(Engine("podman", "/usr/bin/podman"), "local-node-001")
+    assert (
+        podman["ansible_connection"] == "containers.podman.podman"
+        and podman["ansible_host"] == "local-node-001"
+    )
+    assert not podman["ansible_remote_tmp"].startswith("/tmp")
+    docker = nodes_mod.connection_vars(Engine("docker", "/usr/bin/docker"), "local-node-001")
+    assert docker["ansible_connection"] == "community.docker.docker"
+
+
+def test_destroy_summary_counts_every_kind() -> None:
+    assert DestroySummary().empty and DestroySummary().render() == "nothing to remove"
+    local = DestroySummary(containers=["a", "b"], networks=["n"], volumes=["v"])
+    assert local.render() == "removed 2 containers, 1 network, 1 volume"
+    aws = DestroySummary(other={"instance": ["i-1", "i-2", "i-3"], "file system": ["fs-1"]})
+    assert not aws.empty and aws.render() == "removed 3 instances, 1 file system"
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +78,7 @@ def two(container_stack: Callable[..., LocalStack]) -> LocalStack:
     return container_stack(2)
 
 
+@pytest.mark.integration
 def test_nodes_run_systemd_and_have_addresses_in_the_stack_network(two: LocalStack) -> None:
     assert [n.name for n in two.nodes] == ["node-001", "node-002"]
     cidr = two.spec.provider.network_cidr
@@ -37,6 +93,7 @@ def test_nodes_run_systemd_and_have_addresses_in_the_stack_network(two: LocalSta
     assert len({n.address for n in two.nodes}) == 2
 
 
+@pytest.mark.integration
 def test_nodes_reach_each_other_by_name(two: LocalStack) -> None:
     out = two.exec("node-001", "ping", "-c", "1", "-W", "5", "node-002")
     assert f"({two.node('node-002').address})" in out and "1 received" in out
@@ -44,12 +101,14 @@ def test_nodes_reach_each_other_by_name(two: LocalStack) -> None:
     assert "1 received" in out
 
 
+@pytest.mark.integration
 def test_shared_volume_is_shared(two: LocalStack) -> None:
     mount = two.spec.storage.shared_volume.mount_point
     two.exec("node-001", "sh", "-c", f"echo written-by-node-001 > {mount}/probe")
     assert two.exec("node-002", "cat", f"{mount}/probe").strip() == "written-by-node-001"
 
 
+@pytest.mark.integration
 def test_labels_name_stack_node_pool_and_role(two: LocalStack) -> None:
     engine = two.engine()
     info = engine.json("container", "inspect", *(n.provider_id for n in two.nodes))
@@ -60,6 +119,7 @@ def test_labels_name_stack_node_pool_and_role(two: LocalStack) -> None:
         assert labels[node.name]["clusterforge.role"] == "gpu"
 
 
+@pytest.mark.integration
 def test_create_again_keeps_running_nodes_and_restarts_a_stopped_one(two: LocalStack) -> None:
     assert {p.action for p in two.provider.plan(two.spec)} == {"keep"}
     engine = two.engine()
@@ -76,6 +136,7 @@ def test_create_again_keeps_running_nodes_and_restarts_a_stopped_one(two: LocalS
     two.nodes = again
 
 
+@pytest.mark.integration
 def test_destroy_takes_exactly_its_stack(container_stack: Callable[..., LocalStack]) -> None:
     doomed = container_stack(1)
     engine = doomed.engine()
@@ -104,6 +165,7 @@ def test_destroy_takes_exactly_its_stack(container_stack: Callable[..., LocalSta
         nodes_mod.destroy(engine, decoy)
 
 
+@pytest.mark.integration
 def test_preflight_finds_taken_network_range_and_container_name(two: LocalStack) -> None:
     engine = two.engine()
     clash = two.spec.model_copy(update={"stack": f"{two.spec.stack}x"})  # same network_cidr as `two`
@@ -120,6 +182,7 @@ def test_preflight_finds_taken_network_range_and_container_name(two: LocalStack)
         engine.run("rm", "-f", squatter)
 
 
+@pytest.mark.integration
 def test_apt_cache_is_shared_and_parallel_installs_do_not_collide(two: LocalStack) -> None:
     names = [n.name for n in two.nodes]
     # Forget `hello` (a 50 kB package without dependencies) everywhere, so both nodes download it.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +24,7 @@ from clusterforge.providers.local import config
 from clusterforge.providers.local.engine import Engine
 
 # Bump when the build steps below change the image (the files it writes are hashed anyway).
-RECIPE_VERSION = 2
+RECIPE_VERSION = 3
 
 # What every node needs before the roles run: systemd as PID 1 (systemd, systemd-sysv, dbus),
 # Ansible's Python and apt modules (python3, python3-apt; python3-debian for deb822_repository),
@@ -205,9 +206,15 @@ def _customise(root: Path, mirrors: Mirrors, suite: str) -> None:
     (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
     (root / "etc/hostname").unlink(missing_ok=True)  # the engine sets the hostname
     # Package lists and debootstrap's .debs are stale the day after: the roles run apt update.
-    for stale in (root / "var/lib/apt/lists").glob("*"):
+    lists = root / "var/lib/apt/lists"
+    for stale in lists.glob("*"):
         if stale.is_file():
             stale.unlink()
+    # Ansible's apt module takes the lists folder's mtime as "last update" when there is no
+    # update-success-stamp: a fresh mtime made `update_cache: true, cache_valid_time: N` skip
+    # the update for N seconds after a build, on a node that has no lists at all.
+    (root / "var/lib/apt/periodic/update-success-stamp").unlink(missing_ok=True)
+    os.utime(lists, (0, 0))
     for stale in (root / "var/cache/apt").rglob("*"):
         if stale.is_file() and (stale.suffix in (".deb", ".bin")):
             stale.unlink()

@@ -16,6 +16,7 @@ from typing import Any
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
 from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
+from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
 
 LABEL_STACK = "clusterforge.stack"
@@ -28,6 +29,9 @@ LABEL_CACHE = "clusterforge.cache"
 APT_CACHE_VOLUME = "clusterforge-apt-cache"
 BOOT_TIMEOUT_S = 180.0
 REMOTE_TMP = "/var/tmp/.ansible-tmp"
+# Filled by scripts/setup.d/45-roles-cluster.sh (pip install --target): torch for the nodes' checks.
+NODE_TORCH_DIR = REPO_ROOT / ".clusterforge" / "node-torch"
+NODE_TORCH_MOUNT = "/opt/clusterforge/torch"
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,10 @@ def run_argv(engine: Engine, spec: ClusterSpec, node: NodeDef, image: str, apt_c
         argv += ["-v", f"{shared}:{spec.storage.shared_volume.mount_point}"]
     if apt_cache:
         argv += ["-v", f"{APT_CACHE_VOLUME}:{SHARED_APT_CACHE}"]
+    if (
+        NODE_TORCH_DIR.is_dir()
+    ):  # one torch install for all nodes (validators_runtime role, torch mode "shared")
+        argv += ["-v", f"{NODE_TORCH_DIR}:{NODE_TORCH_MOUNT}:ro"]
     return [*argv, image, "/sbin/init"]
 
 
