@@ -250,3 +250,42 @@ def test_json_runtime_error_and_renamed_root() -> None:
     result = parse_dcgmi_diag(json.dumps(renamed))
     assert result["failed"] == ["diagnostic"] and result["tests"][0]["gpus"] == {"0": "fail"}
     assert result["warning"] == "Deprecated option" and result["error"] is None
+
+
+def test_2x_level_4_all_sections_pass() -> None:
+    result = parse("text_2x_r4_blacklist_memtest_pass.txt")
+    names = [t["name"] for t in result["tests"]]
+    assert names[0] == "Blacklist" and names[-1] == "Memtest" and len(names) == 18
+    by_name = {t["name"]: t for t in result["tests"]}
+    assert by_name["Pulse Test"]["category"] == "Hardware" and by_name["SM Stress"]["category"] == "Stress"
+    assert all(t["status"] == "pass" for t in result["tests"]) and result["ok"] is True
+
+
+def test_1x_indented_table_with_performance_section() -> None:
+    result = parse("text_1x_r2_performance_section_indented.txt")
+    assert len(result["tests"]) == 15
+    by_name = {t["name"]: t for t in result["tests"]}
+    assert by_name["CUDA Toolkit Libraries"]["status"] == "skip"
+    assert by_name["PCIe"]["status"] == "pass" and by_name["PCIe"]["category"] == "Integration"
+    assert by_name["Targeted Performance"]["category"] == "Performance"
+    assert result["skipped"] == [
+        "CUDA Toolkit Libraries",
+        "Diagnostic",
+        "SM Performance",
+        "Targeted Performance",
+        "Targeted Power",
+    ]
+    assert result["ok"] is True
+
+
+def test_deployment_failures_then_empty_sections() -> None:
+    result = parse("text_2x_deployment_fail_empty_sections.txt")
+    assert len(result["tests"]) == 9 and all(t["category"] == "Deployment" for t in result["tests"])
+    assert result["failed"] == [
+        "Persistence Mode",
+        "Environment Variables",
+        "Page Retirement",
+        "Graphics Processes",
+        "Inforom",
+    ]
+    assert result["ok"] is False

@@ -177,7 +177,7 @@ def _parse_text(text: str) -> Dict[str, Any]:
     in_message = False
     chunk = ""  # the last piece of a wrapped message, as printed
     for raw in text.splitlines():
-        line = raw.rstrip()
+        line = raw.strip()  # a copy may indent the whole table (a list item in a README)
         match = _SECTION.match(line)
         if match:
             section = match.group(1).strip()
