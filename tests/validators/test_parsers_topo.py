@@ -125,3 +125,10 @@ def test_power9_nv3_pairs() -> None:
         "mlx5_3": "NODE",
     }
     assert result["affinity"]["GPU2"]["numa_affinity"] == "8"
+
+
+def test_header_without_its_leading_tab() -> None:
+    result = parse("topo_2xrtx5090_vllm_env_header_unindented.txt")
+    assert result["gpus"] == ["GPU0", "GPU1"] and result["nics"] == []
+    assert result["links"] == {"GPU0": {"GPU1": "NODE"}, "GPU1": {"GPU0": "NODE"}}
+    assert result["affinity"]["GPU0"] == {"cpu_affinity": "0-47", "numa_affinity": "0", "gpu_numa_id": None}

@@ -23,11 +23,11 @@ def _na(value: Optional[str]) -> Optional[str]:
 
 def _header_devices(line: str) -> Optional[List[str]]:
     """Device names of the header row, or None if `line` is not the header."""
-    if not line[:1].isspace():
-        return None
     tokens = line.split()
     if not tokens or tokens[0] != "GPU0":
         return None
+    if not line[:1].isspace() and len(tokens) > 1 and tokens[1] == "X":
+        return None  # GPU0's own row ("GPU0  X  NV18 ..."); a header pasted without its leading tab has none
     devices = []
     for token in tokens:
         if token in ("CPU", "NUMA", "Affinity", "ID") or token == "GPU" and devices:
