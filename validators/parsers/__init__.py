@@ -20,7 +20,9 @@ nccl-tests  (nccl_tests.parse_nccl_tests; text stdout of any release, or the `-J
         out_of_place / in_place: {time_us float, algbw float, busbw float (GB/s),
                                   wrong int|None   (#wrong column; None when printed N/A, -c 0),
                                   error float|None (the old float `error`/`res` column; None otherwise)}
-    out_of_bounds   int|None   "# Out of bounds values : N OK|FAILED"
+    out_of_bounds   int|None   "# Out of bounds values : N OK|FAILED" (summed when a log holds several runs)
+    runs            int        runs in the text (run headers or footers seen; a log can hold several, rows
+                               then restart at the smallest size; avg_busbw is the last run's)
     bitwise_mismatches int     only when the run printed "# Bitwise mismatches"
     avg_busbw       float|None "# Avg bus bandwidth : X" (mean over all rows; certify on rows instead)
     avg_busbw_check str|None   "OK"/"FAILED" when the run was given a bandwidth to check

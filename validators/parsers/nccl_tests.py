@@ -241,6 +241,7 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
     bitwise: Optional[int] = None
     avg: Optional[float] = None
     avg_check: Optional[str] = None
+    footers = 0  # "# Out of bounds values" lines: one per run in the log
     for raw in text.splitlines():
         line = strip_launcher_prefix(raw).rstrip()
         body = line.strip()
@@ -271,15 +272,18 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
                 continue
             match = _OOB.match(body)
             if match:
-                out_of_bounds = int(match.group(1))
+                # a log holding several runs (one test after another) fails if any of them did
+                out_of_bounds = (out_of_bounds or 0) + int(match.group(1))
+                footers += 1
                 continue
             match = _BITWISE.match(body)
             if match:
-                bitwise = int(match.group(1))
+                bitwise = (bitwise or 0) + int(match.group(1))
                 continue
             match = _AVG.match(body)
             if match:
-                avg, avg_check = to_float(match.group(1)), match.group(2)
+                avg = to_float(match.group(1))
+                avg_check = "FAILED" if "FAILED" in (avg_check, match.group(2)) else match.group(2)
                 continue
             names = body.lstrip("#").split()
             if names and names[0].lower() in ("size", "bytes"):
@@ -298,6 +302,7 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         row = row_layout.row(tokens) if row_layout else None
         if row is not None:
             rows.append(row)
+    headers = sum(1 for line in text.splitlines() if "minBytes" in line and _HEADER_PARAMS.search(line))
     header = re.search(r"^.*\bminBytes\b.*$", text, re.MULTILINE)
     check = _VALIDATION.search(header.group(0)) if header else None
     validation = int(check.group(1)) if check else None  # 0 with -c 0: nothing was checked, #wrong N/A
@@ -311,6 +316,7 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         "collective": _collective_from(binary),
         "ranks": (max(ranks_seen) + 1) if ranks_seen else header_ranks,
         "validation": validation,
+        "runs": max(footers, headers, 1 if rows else 0),
         "devices": [ranks_seen[k] for k in sorted(ranks_seen)],
         "rows": rows,
         "out_of_bounds": out_of_bounds,
