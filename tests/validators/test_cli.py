@@ -52,7 +52,9 @@ def junit_statuses(out: Path) -> dict:
 def test_quick_profile_on_a_cpu_node_passes(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
-    config = write(tmp_path / "node.json", tiny_cpu_config(shared))
+    cfg = tiny_cpu_config(shared)
+    cfg["sizes"]["checkpoint_world_size"] = 2  # gloo process group; test_checkpoint.py covers 1 rank
+    config = write(tmp_path / "node.json", cfg)
     out = tmp_path / "out"
     proc = run_cli("run", "--profile", "quick", "--config", config, "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -67,6 +69,9 @@ def test_quick_profile_on_a_cpu_node_passes(tmp_path: Path) -> None:
     ckpt = checks["checkpoint-restart"]
     assert ckpt["status"] == "pass"
     assert ckpt["metrics"]["killed_rc"]["value"] == -9
+    assert ckpt["metrics"]["world_size"]["value"] == 2
+    shards = [line for line in ckpt["evidence"]["lines"] if line.startswith("shard ")]
+    assert [s.split(":")[0] for s in shards] == ["shard .metadata", "shard __0_0.distcp", "shard __1_0.distcp"]
     assert ckpt["metrics"]["write_ratio"]["unit"] == "ratio" and ckpt["metrics"]["write_ratio"]["value"] > 0
     assert checks["matmul-burnin"]["metrics"]["rate_device_1"]["unit"] == "GFLOP/s"
     assert checks["gloo-allreduce"]["threshold"]["gloo.all_reduce.1node.busbw_gbps"]["value"] == 0.01

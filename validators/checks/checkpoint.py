@@ -9,7 +9,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from validators.checks.base import Check, Context
 from validators.checks.system import write_read
@@ -30,6 +30,17 @@ def last_json(text: str) -> Optional[Dict[str, Any]]:
 def tail(text: str, n: int = 1) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return " | ".join(lines[-n:]) if lines else "(no output)"
+
+
+def finish_group(proc: "subprocess.Popen[str]", timeout: float) -> Tuple[str, str]:
+    """Wait for a workload started in its own session; on timeout SIGKILL its whole group (the
+    ranks of a multi-rank run are its children)."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        return out, (err or "") + f"\ntimed out after {timeout:g} s (workload_timeout_seconds)"
 
 
 def sha256_file(path: str) -> str:
@@ -86,6 +97,7 @@ class CheckpointRestart(Check):
     def _argv(self, ctx: Context, mode: str, steps: int, extra: List[str]) -> List[str]:
         device = "cuda" if ctx.config.has_gpu else "cpu"
         width = str(ctx.config.size("checkpoint_width"))
+        world = str(max(1, ctx.config.size("checkpoint_world_size")))
         return [
             ctx.python,
             ctx.workload("ckpt_train.py"),
@@ -97,6 +109,8 @@ class CheckpointRestart(Check):
             width,
             "--device",
             device,
+            "--world-size",
+            world,
             *extra,
         ]
 
@@ -107,13 +121,11 @@ class CheckpointRestart(Check):
         out.command(ref_argv)
         out.command(kill_argv)
         # The reference run and the run to be killed go side by side.
-        ref = subprocess.Popen(ref_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ref = subprocess.Popen(
+            ref_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         killed = self._run_and_kill(out, kill_argv, timeout)
-        try:
-            ref_out, ref_err = ref.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            ref.kill()
-            ref_out, ref_err = ref.communicate()
+        ref_out, ref_err = finish_group(ref, timeout)
         if ref.returncode != 0:
             out.fail(f"reference run failed (rc {ref.returncode}): {tail(ref_err or ref_out)}")
         if killed is None or ref.returncode != 0:
@@ -127,18 +139,22 @@ class CheckpointRestart(Check):
             out.evidence(f"shard {name}: sha256 {sha256_file(os.path.join(ckpt, name))}")
         resume_argv = self._argv(ctx, "resume", steps, ["--ckpt", ckpt])
         out.command(resume_argv)
-        res = subprocess.run(
-            resume_argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=timeout,
-            check=False,
+        res = subprocess.Popen(
+            resume_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
+        res_out, res_err = finish_group(res, timeout)
         if res.returncode != 0:
-            out.fail(f"resume run failed (rc {res.returncode}): {tail(res.stderr or res.stdout)}")
+            out.fail(f"resume run failed (rc {res.returncode}): {tail(res_err or res_out)}")
             return
-        reference, resumed = last_json(ref_out) or {}, last_json(res.stdout) or {}
+        reference, resumed = last_json(ref_out) or {}, last_json(res_out) or {}
+        for name, run in (("reference", reference), ("resume", resumed)):
+            if "error" in run:
+                out.fail(f"{name} run: {run['error']}")
+            if run.get("ranks_agree") is False:
+                out.fail(
+                    f"{name} run: ranks hold different parameters or optimizer state (replicas diverged)"
+                )
+        out.metric("world_size", int(resumed.get("world_size") or 1), "ranks")
         self._compare(out, reference, resumed, save_step, steps)
         self._rates(ctx, out, ckpt, saved, resumed)
 
