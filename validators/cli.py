@@ -61,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.makedirs(args.out, exist_ok=True)
     except OSError as exc:
         return _usage_error(f"--out {args.out}: cannot create: {exc.strerror}")
-    ctx = Context(config, args.profile, run_command, workdir=None)
+    ctx = Context(config, args.profile, run_command)
     started = _now()
     print(
         f"validators {__version__}: node {config.node} ({config.instance_type}), profile {args.profile}, {len(checks)} checks"

@@ -126,3 +126,21 @@ def test_efa_provider_absent_fails_with_fi_infos_reason() -> None:
     result = run_check(EfaDevices(), make_context(gpu_config(), FakeRunner({("fi_info",): (1, text, "")})))
     assert result.status == "fail"
     assert "FI_ENODATA" in result.summary
+
+
+def test_an_empty_journal_is_not_a_clean_kernel_log() -> None:
+    runner = FakeRunner(
+        {
+            JOURNAL: (0, "-- No entries --\n", ""),
+            ("dmesg",): (0, captured("xid", "xid63_row_remapper_line.txt"), ""),
+        }
+    )
+    result = run_check(XidScan(), make_context(gpu_config(), runner))
+    assert [call[0] for call in runner.calls] == ["journalctl", "dmesg"]
+    assert result.status == "fail" and result.summary.startswith("Xid 63")
+    runner = FakeRunner({JOURNAL: (0, "", ""), ("dmesg",): (0, "", "")})
+    result = run_check(XidScan(), make_context(gpu_config(), runner))
+    assert result.status == "fail"
+    assert (
+        result.summary == "cannot read the kernel log: journalctl: empty kernel log; dmesg: empty kernel log"
+    )

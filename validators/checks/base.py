@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from typing import Dict, Optional, Sequence, Tuple
 
 from validators.config import NodeConfig
@@ -15,19 +14,16 @@ NVIDIA_SMI_XML = ("nvidia-smi", "-q", "-x")
 
 
 class Context:
-    """What a check may use: the config, the profile, the injected runner, a scratch folder.
+    """What a check may use: the config, the profile, the injected runner.
 
     ``run_cached`` memoises read-only queries (``nvidia-smi -q -x``) within one suite run so
     nine preflight checks do not ask the driver nine times.
     """
 
-    def __init__(
-        self, config: NodeConfig, profile: str, runner: Runner, workdir: Optional[str] = None
-    ) -> None:
+    def __init__(self, config: NodeConfig, profile: str, runner: Runner) -> None:
         self.config = config
         self.profile = profile
         self.runner = runner
-        self.workdir = workdir or tempfile.mkdtemp(prefix="validators-")
         self.python = sys.executable or "python3"
         self._cache: Dict[Tuple[str, ...], RunResult] = {}
 

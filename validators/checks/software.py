@@ -62,7 +62,8 @@ class SoftwareVersions(Check):
         out = Outcome(self.id)
         cfg = ctx.config
         checked = 0
-        for component, expected in sorted(cfg.software.items()):
+        # The driver first: when nvidia-smi cannot talk to it, that is the line to read first.
+        for component, expected in sorted(cfg.software.items(), key=lambda kv: (kv[0] != "driver", kv[0])):
             found = self._read(ctx, out, component)
             if found is None:
                 continue

@@ -181,10 +181,17 @@ class XidScan(Check):
         for argv in self.COMMANDS:
             out.command(argv)
             rc, stdout, stderr = ctx.run(argv)
-            if rc == 0:
+            # journalctl exits 0 with "-- No entries --" (or nothing) where there is no journal:
+            # that is not a kernel log read, so try the next source rather than pass on nothing.
+            lines = [
+                line for line in stdout.splitlines() if line.strip() and line.strip() != "-- No entries --"
+            ]
+            if rc == 0 and lines:
                 text = stdout
                 break
-            reasons.append(describe_failure(argv, rc, stdout, stderr))
+            reasons.append(
+                describe_failure(argv, rc, stdout, stderr) if rc else f"{argv[0]}: empty kernel log"
+            )
         if text is None:
             out.fail("cannot read the kernel log: " + "; ".join(reasons))
             return out.finish("")
