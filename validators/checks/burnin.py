@@ -152,9 +152,10 @@ class MatmulBurnin(Check):
             telemetry.judge(out)
         else:
             rc, stdout, stderr = ctx.run(argv, timeout)
-        result = last_json(stdout) if rc == 0 else None
-        if result is None:
-            out.fail(f"matmul workload failed (rc {rc}): {tail(stderr or stdout)}")
+        result = last_json(stdout)
+        if rc != 0 or result is None or "error" in result:
+            reason = (result or {}).get("error") or tail(stderr or stdout)
+            out.fail(f"matmul workload failed (rc {rc}): {reason}")
             return out.finish("")
         found = result.get("devices") or []
         if len(found) != devices:

@@ -9,6 +9,7 @@ checked against the exact expected sum. Each rank prints one JSON object.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import multiprocessing as mp
 import socket
@@ -84,6 +85,9 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--world-size", type=int, default=1)
     ap.add_argument("--master", default="")
     args = ap.parse_args(argv)
+    if importlib.util.find_spec("torch") is None:  # say it once, before spawning workers that would each fail
+        print(json.dumps({"error": f"torch is not installed for {sys.executable}"}))
+        return 3
     if args.local_ranks:
         master = f"127.0.0.1:{free_port()}"
         ctx = mp.get_context("spawn")

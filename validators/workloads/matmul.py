@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import hashlib
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -83,6 +84,9 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--dim", type=int, required=True)
     ap.add_argument("--seconds", type=float, required=True)
     args = ap.parse_args(argv)
+    if importlib.util.find_spec("torch") is None:  # say it once, before spawning workers that would each fail
+        print(json.dumps({"error": f"torch is not installed for {sys.executable}"}))
+        return 3
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
