@@ -49,7 +49,10 @@ class FakeRunner:
                 best = (prefix, answer)
         if best is None:
             return 127, "", f"{argv[0]}: command not found"
-        return best[1]
+        answer = best[1]
+        if isinstance(answer, list):  # successive answers; the last one repeats
+            return answer.pop(0) if len(answer) > 1 else answer[0]
+        return answer
 
 
 def load_example(name: str) -> dict:

@@ -30,9 +30,12 @@ def matmul_output(rates: list, digests: list = None, mismatches: list = None) ->
     return json.dumps({"device_type": "cuda", "dim": 8192, "devices": devices}) + "\n"
 
 
-def run_matmul(stdout: str, nvsmi: tuple = GPU_OK) -> object:
+CLEAN_LOG = (0, captured("xid", "dmesg_T_xid13_no_pid.txt"), "")  # 8 application Xids, before the run
+
+
+def run_matmul(stdout: str, nvsmi: tuple = GPU_OK, journal: object = CLEAN_LOG) -> object:
     cfg = gpu_config(durations={"burnin_seconds": 1, "telemetry_interval_seconds": 0.01})
-    runner = FakeRunner({NVSMI: nvsmi})
+    runner = FakeRunner({NVSMI: nvsmi, ("journalctl", "-k"): journal})
     ctx = make_context(cfg, runner)
     runner.answers[(ctx.python, ctx.workload("matmul.py"))] = (0, stdout, "")
     return run_check(MatmulBurnin(), ctx)
@@ -116,3 +119,14 @@ def test_gpu_burn_that_dies_fails() -> None:
     result = burn(captured("gpu-burn", "died_no_clients_alive.txt"), 8)
     assert result.status == "fail"
     assert "No clients are alive" in result.summary
+
+
+def test_an_xid_that_appears_during_the_burn_in_fails_it() -> None:
+    before = captured("xid", "dmesg_T_xid13_no_pid.txt")
+    after = before + captured("xid", "xid79_fallen_off_bus_line.txt")
+    result = run_matmul(matmul_output([780] * 8), journal=[(0, before, ""), (0, after, "")])
+    assert result.status == "fail"
+    assert result.summary == "during the burn-in: Xid 79 on 0000:44:00: GPU has fallen off the bus"
+    assert result.metrics["new_xid_events"]["value"] == 1
+    result = run_matmul(matmul_output([780] * 8))  # the same log before and after: the old Xids do not count
+    assert result.status == "pass" and result.metrics["new_xid_events"]["value"] == 0

@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional
 from validators.checks.base import NVIDIA_SMI_XML, Check, Context, needs_gpu
 from validators.checks.checkpoint import last_json, tail
 from validators.checks.gpu import bad_throttle, gpu_label
+from validators.checks.system import read_kernel_log, xid_events
 from validators.profiles import DCGM_LEVEL
 from validators.result import CheckResult, Outcome
 from validators.runner import RC_TIMEOUT, describe_failure
@@ -117,7 +118,7 @@ class MatmulBurnin(Check):
     measures = (
         "sustained matmul for durations.burnin_seconds on every device (bf16 per GPU; fp32 single-thread "
         "workers on the CPU path): rate vs the catalogue floor and vs the node median, bit-exact results "
-        "across repetitions and devices; GPU telemetry (throttle, ECC) sampled during the run"
+        "across repetitions and devices; GPU telemetry (throttle, ECC) sampled and new Xids caught during the run"
     )
 
     def run(self, ctx: Context) -> CheckResult:
@@ -147,9 +148,19 @@ class MatmulBurnin(Check):
         out.command(argv)
         timeout = seconds + cfg.duration("workload_timeout_seconds")
         if cfg.has_gpu:
+            log_before, _ = read_kernel_log(ctx, out)
             with Telemetry(ctx, cfg.duration("telemetry_interval_seconds")) as telemetry:
                 rc, stdout, stderr = ctx.run(argv, timeout)
             telemetry.judge(out)
+            log_after, reasons = read_kernel_log(ctx, out)
+            if log_before is None or log_after is None:
+                out.warn("new Xids not checked: cannot read the kernel log (" + "; ".join(reasons) + ")")
+            else:
+                before = xid_events(log_before)
+                new = xid_events(log_after)[len(before) :]  # the log since boot only grows
+                out.metric("new_xid_events", len(new), "count")
+                for event in new[:5]:
+                    out.fail(f"during the burn-in: {event}")
         else:
             rc, stdout, stderr = ctx.run(argv, timeout)
         result = last_json(stdout)

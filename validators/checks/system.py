@@ -7,7 +7,7 @@ import hashlib
 import os
 import resource
 import time
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from validators.checks.base import Check, Context, needs_gpu
 from validators.result import CheckResult, Outcome
@@ -156,6 +156,35 @@ def xid_kind(classification: object) -> str:
     return "unknown"
 
 
+KERNEL_LOG_COMMANDS = (["journalctl", "-k", "-b", "-q", "--no-pager"], ["dmesg"])
+
+
+def read_kernel_log(ctx: Context, out: Outcome) -> Tuple[Optional[str], List[str]]:
+    """The kernel log since boot (journalctl, else dmesg), or None with each source's reason."""
+    reasons = []
+    for argv in KERNEL_LOG_COMMANDS:
+        out.command(argv)
+        rc, stdout, stderr = ctx.run(argv)
+        # journalctl exits 0 with "-- No entries --" (or nothing) where there is no journal:
+        # that is not a kernel log read, so try the next source rather than pass on nothing.
+        lines = [line for line in stdout.splitlines() if line.strip() and line.strip() != "-- No entries --"]
+        if rc == 0 and lines:
+            return stdout, reasons
+        reasons.append(describe_failure(argv, rc, stdout, stderr) if rc else f"{argv[0]}: empty kernel log")
+    return None, reasons
+
+
+def xid_events(text: str) -> List[str]:
+    """Xid events and bus drops of a kernel log, one comparable string each."""
+    from validators.parsers import PARSERS
+
+    parsed = PARSERS["xid"](text)
+    found = [
+        f"Xid {e.get('xid')} on {e.get('pci')}: {e.get('message', '')}" for e in parsed.get("events") or []
+    ]
+    return found + [f"GPU {d.get('pci')} fell off the bus" for d in parsed.get("bus_drops") or []]
+
+
 class XidScan(Check):
     id = "xid-scan"
     group = "preflight"
@@ -166,8 +195,6 @@ class XidScan(Check):
         "fail; application faults (13, 31, 43, 45, 68) are reported"
     )
 
-    COMMANDS = (["journalctl", "-k", "-b", "-q", "--no-pager"], ["dmesg"])
-
     def applies(self, config) -> Optional[str]:
         return needs_gpu(config)
 
@@ -176,22 +203,7 @@ class XidScan(Check):
         from validators.parsers.xid import classify_xid
 
         out = Outcome(self.id)
-        text = None
-        reasons = []
-        for argv in self.COMMANDS:
-            out.command(argv)
-            rc, stdout, stderr = ctx.run(argv)
-            # journalctl exits 0 with "-- No entries --" (or nothing) where there is no journal:
-            # that is not a kernel log read, so try the next source rather than pass on nothing.
-            lines = [
-                line for line in stdout.splitlines() if line.strip() and line.strip() != "-- No entries --"
-            ]
-            if rc == 0 and lines:
-                text = stdout
-                break
-            reasons.append(
-                describe_failure(argv, rc, stdout, stderr) if rc else f"{argv[0]}: empty kernel log"
-            )
+        text, reasons = read_kernel_log(ctx, out)
         if text is None:
             out.fail("cannot read the kernel log: " + "; ".join(reasons))
             return out.finish("")
