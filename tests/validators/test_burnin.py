@@ -130,3 +130,18 @@ def test_an_xid_that_appears_during_the_burn_in_fails_it() -> None:
     assert result.metrics["new_xid_events"]["value"] == 1
     result = run_matmul(matmul_output([780] * 8))  # the same log before and after: the old Xids do not count
     assert result.status == "pass" and result.metrics["new_xid_events"]["value"] == 0
+
+
+def test_rates_without_a_floor_warn() -> None:
+    cfg_rates = matmul_output([780] * 8)
+    runner = FakeRunner({NVSMI: GPU_OK, ("journalctl", "-k"): CLEAN_LOG})
+    cfg = gpu_config(durations={"burnin_seconds": 1, "telemetry_interval_seconds": 0.01})
+    del cfg["thresholds"]["matmul.tflops_min"]
+    ctx = make_context(cfg, runner)
+    runner.answers[(ctx.python, ctx.workload("matmul.py"))] = (0, cfg_rates, "")
+    result = run_check(MatmulBurnin(), ctx)
+    assert result.status == "warn"
+    assert (
+        result.summary
+        == "no threshold matmul.tflops_min in NODE.json; rates measured, not judged against a floor"
+    )

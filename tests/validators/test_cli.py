@@ -71,7 +71,11 @@ def test_quick_profile_on_a_cpu_node_passes(tmp_path: Path) -> None:
     assert ckpt["metrics"]["killed_rc"]["value"] == -9
     assert ckpt["metrics"]["world_size"]["value"] == 2
     shards = [line for line in ckpt["evidence"]["lines"] if line.startswith("shard ")]
-    assert [s.split(":")[0] for s in shards] == ["shard .metadata", "shard __0_0.distcp", "shard __1_0.distcp"]
+    assert [s.split(":")[0] for s in shards] == [
+        "shard .metadata",
+        "shard __0_0.distcp",
+        "shard __1_0.distcp",
+    ]
     assert ckpt["metrics"]["write_ratio"]["unit"] == "ratio" and ckpt["metrics"]["write_ratio"]["value"] > 0
     assert checks["matmul-burnin"]["metrics"]["rate_device_1"]["unit"] == "GFLOP/s"
     assert checks["gloo-allreduce"]["threshold"]["gloo.all_reduce.1node.busbw_gbps"]["value"] == 0.01

@@ -32,6 +32,8 @@ def judge_matmul(
     out.limit(gap_key, gap_pct, "%")
     if floor is not None:
         out.limit(floor_key, floor, unit)
+    else:
+        out.warn(f"no threshold {floor_key} in NODE.json; rates measured, not judged against a floor")
     digests: Dict[str, List[int]] = {}
     for d in devices:
         i = d.get("index")
