@@ -20,6 +20,7 @@ class FakeProvider:
     def __init__(self) -> None:
         self.created = 0
         self.states: dict[str, str] = {}
+        self.die_after_create: set[str] = set()  # these "containers" exit once looked at again
 
     def preflight(self, spec: ClusterSpec) -> list[Problem]:
         return []
@@ -52,9 +53,12 @@ class FakeProvider:
             if self.states.get(p.name) != "running":
                 progress(p.name, "starting")
             self.states[p.name] = "running"
-        return self.nodes(spec)
+        return [self._node(p, i) for i, p in enumerate(self.plan(spec)) if p.name in self.states]
 
     def nodes(self, spec: ClusterSpec) -> list[Node]:
+        for name in self.die_after_create:
+            self.states[name] = "exited"
+        self.die_after_create = set()
         return [self._node(p, i) for i, p in enumerate(self.plan(spec)) if p.name in self.states]
 
     def destroy(self, spec: ClusterSpec) -> DestroySummary:

@@ -63,7 +63,9 @@ def test_local_inventory(tmp_path: Path) -> None:
     assert slurm["slurm_proctrack_type"] == "proctrack/linuxproc"  # container nodes
     assert slurm["slurm_version"] == spec.software.slurm and slurm["slurm_cluster_name"] == "local"
     assert inv.group_vars["shared_storage"]["shared_storage_mount_point"] == "/shared"
-    assert inv.group_vars["validators_runtime"] == {"validators_runtime_torch": "shared"}  # mounted, not per node
+    assert inv.group_vars["validators_runtime"] == {
+        "validators_runtime_torch": "shared"
+    }  # mounted, not per node
 
 
 def test_gpu_nodes_get_gres() -> None:

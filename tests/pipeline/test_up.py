@@ -29,6 +29,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setenv("CF_TEST_WORK", str(tmp_path))
     monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "")
     monkeypatch.setenv("CF_TEST_FAIL_CERT", "")
+    monkeypatch.setenv("CF_TEST_DIE", "")
     spec, _ = load_spec(ROOT / "stacks" / "local.yaml")
     pools = [p.model_copy(update={"count": 3}) if p.role == "gpu" else p for p in spec.node_pools]
     spec = spec.model_copy(update={"stack": "pt-up", "node_pools": pools})
@@ -73,26 +74,32 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     assert "certified earlier" in text
 
 
-def test_configure_failure_quarantines_only_that_node(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_configure_failure_and_dead_node_are_quarantined_then_recovered(
+    world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "node-002")
+    monkeypatch.setenv("CF_TEST_DIE", "node-003")  # its container dies during certification
+    world["provider"].die_after_create = {"node-003"}
     outcome, text = run_up(world)
-    assert outcome.code == 1 and outcome.failed == ["node-002"]
+    assert outcome.code == 1 and outcome.failed == ["node-002", "node-003"]
+    dead = outcome.progress["node-003"]
+    assert dead.stage == "certify" and "node exited during certification" in dead.reason, dead.reason
+    assert world["slurm"].nodes["node-003"]["state"] == "drained"
     p = outcome.progress["node-002"]
     assert p.stage == "configure" and p.status is Status.FAILED
     assert "TASK [Install the pinned package] failed on node-002" in p.reason and "libnccl2" in p.reason
     slurm: FakeSlurm = world["slurm"]
     assert slurm.nodes["node-002"]["reason"] == "clusterforge: certifying"  # never certified, never admitted
-    assert slurm.nodes["node-001"]["state"] == "idle" and slurm.nodes["node-003"]["state"] == "idle"
-    # fixed: the next `up` converges node-002 and certifies it alone, with a certified node as reference
+    assert slurm.nodes["node-001"]["state"] == "idle"
+    # fixed: the next `up` restarts node-003, converges node-002, and certifies both
     monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "")
+    monkeypatch.setenv("CF_TEST_DIE", "")
     again, text = run_up(world)
     assert again.code == 0, text
-    assert slurm.nodes["node-002"]["state"] == "idle"
+    assert slurm.nodes["node-002"]["state"] == "idle" and slurm.nodes["node-003"]["state"] == "idle"
     last_job = [c for c in slurm.calls if c[0] == "sbatch"][-1]
-    assert (
-        "node-002" in last_job[last_job.index("-w") + 1]
-        and len(last_job[last_job.index("-w") + 1].split(",")) == 2
-    )
+    assert last_job[last_job.index("-w") + 1] == "node-002,node-003"
+    assert "certified earlier" in again.progress["node-001"].reason
 
 
 def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
