@@ -72,3 +72,12 @@ def test_no_efa_provider() -> None:
 def test_mpirun_tagged_output() -> None:
     text = "[1,0]<stdout>:provider: efa\n[1,0]<stdout>:    fabric: efa\n[1,0]<stdout>:    domain: rdmap197s0-rdm\n"
     assert parse_fi_info(text)["efa_devices"] == ["rdmap197s0"]
+
+
+def test_2020_fabric_named_by_ipv6_address() -> None:
+    result = parse("efa_2020_efa0_fabric_ipv6_rxd.txt")
+    assert [p["fabric"] for p in result["providers"]] == ["EFA-fe80::39:beff:fe6e:c23"] * 3
+    assert [p["provider"] for p in result["providers"]] == ["efa", "efa", "efa;ofi_rxd"]
+    assert result["providers"][2]["protocol"] == "FI_PROTO_RXD" and result["providers"][2]["version"] == "1.0"
+    assert result["rdm_domains"] == ["efa_0-rdm"] and result["efa_devices"] == ["efa_0"]
+    assert result["efa_device_count"] == 1 and result["error"] is None
