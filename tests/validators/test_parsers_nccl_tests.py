@@ -404,3 +404,11 @@ def test_a_failed_footer_in_an_earlier_run_is_not_hidden_by_a_later_one() -> Non
     ).read_text()
     result = parse_nccl_tests(text)
     assert result["runs"] == 2 and result["out_of_bounds"] == 4 and result["ok"] is False
+
+
+def test_mpich_prepend_rank_tags_are_stripped() -> None:
+    """MPICH/Intel MPI `-prepend-rank` tags every line with "[rank] "; built from a real capture's lines."""
+    lines = (DATA / "h100_8gpu_single_process_nvls_ok.txt").read_text().splitlines()
+    result = parse_nccl_tests("\n".join("[0] " + line for line in lines))
+    assert result["ranks"] == 8 and len(result["rows"]) == 6 and result["complete"] is True
+    assert row_of(result, 4294967296)["in_place"]["busbw"] == 476.53 and result["ok"] is True

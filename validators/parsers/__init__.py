@@ -32,7 +32,8 @@ nccl-tests  (nccl_tests.parse_nccl_tests; text stdout of any release, or the `-J
     ok              bool       complete, rows present, no row with wrong > 0, out_of_bounds == 0,
                                no bitwise mismatch, avg bandwidth check not FAILED
     format          "text"|"json"
-  Launcher tags ("0: " from srun --label, "[1,0]<stdout>:" from mpirun --tag-output) and interleaved
+  Launcher tags ("0: " from srun --label, "[1,0]<stdout>:" from mpirun --tag-output, "[0] " from MPICH/Intel
+  MPI -prepend-rank) and interleaved
   NCCL INFO/WARN lines are tolerated anywhere. A 2019-21 row that printed a blank redop/root under a
   header naming them (alltoall) is read from the right; a row cut short (crash, paste) is dropped.
 

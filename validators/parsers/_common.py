@@ -6,10 +6,11 @@ import re
 from typing import Optional
 
 # Launchers prepend their own tag to every line of a rank's output:
-#   srun --label           "0: "            (also "12: ")
-#   mpirun --tag-output    "[1,0]<stdout>:"
+#   srun --label           "0: "            (also "12: ", and " 0: " padded to the widest rank)
+#   mpirun --tag-output    "[1,0]<stdout>:"  (Open MPI)
+#   mpiexec -prepend-rank  "[0] "            (MPICH / Intel MPI Hydra, also their -l)
 #   pdsh / clush           "node-001: "     (only stripped where a caller asks, see strip_host_prefix)
-_LAUNCHER_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\d+:\s)")
+_LAUNCHER_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\d+:\s|\[\d+\]\s)")
 
 
 def strip_launcher_prefix(line: str) -> str:
