@@ -193,3 +193,14 @@ def test_driver_545_h100() -> None:
     assert gpu["retired_pages_pending"] is None
     assert (gpu["pcie_gen_current"], gpu["pcie_width_current"]) == (5, 16)
     assert result["error"] is None
+
+
+def test_unreachable_gpu_line_before_the_output_is_kept() -> None:
+    """Derived: nvidia-smi's message for a GPU it cannot reach (wording from NVIDIA/k8s-device-plugin and
+    user reports) put before two real captures, as nvidia-smi prints it ahead of the GPUs it can read."""
+    line = "Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error\n"
+    for name in ("q_545_h100_sxm_healthy.txt", "qx_535_a100_mig.xml"):
+        result = parse_nvidia_smi(line + (DATA / name).read_text())
+        assert len(result["gpus"]) == 1 and result["error"] is None
+        assert result["failures"] == [line.strip()]
+    assert parse("q_545_h100_sxm_healthy.txt")["failures"] == []

@@ -68,6 +68,8 @@ nvidia-smi  (nvidia_smi.parse_nvidia_smi; `nvidia-smi -q` text or `-q -x` XML, d
     error           str|None   nvidia-smi's own failure text ("NVIDIA-SMI has failed because it
                                couldn't communicate with the NVIDIA driver...", "Failed to initialize
                                NVML: ...") or "nvidia-smi printed no GPU section"; None iff gpus
+    failures        list[str]  every such failure line, also when other GPUs were read ("Unable to
+                               determine the device handle for GPU1: ...: Unknown Error" = a lost GPU)
     format          "text"|"xml"
 
 nvidia-smi-topo  (topo.parse_nvidia_smi_topo; `nvidia-smi topo -m`)

@@ -283,9 +283,12 @@ def _parse_xml(root: ET.Element) -> Node:
 def parse_nvidia_smi(text: str) -> Dict[str, Any]:
     """Parse `nvidia-smi -q` or `nvidia-smi -q -x` output. See the package docstring for the fields."""
     failure = _FAILURES.search(text)
-    stripped = text.lstrip()
+    # nvidia-smi prints a GPU it cannot reach ("Unable to determine the device handle for GPU1: ...") before
+    # the document and goes on with the others, so the XML may not start the text
+    start = min((i for i in (text.find("<?xml"), text.find("<nvidia_smi_log")) if i >= 0), default=-1)
+    stripped = text[start:] if start >= 0 else text.lstrip()
     result: Node
-    if stripped.startswith("<?xml") or stripped.startswith("<nvidia_smi_log"):
+    if start >= 0:
         try:
             result = _parse_xml(ET.fromstring(stripped))
         except ET.ParseError as exc:
@@ -303,4 +306,6 @@ def parse_nvidia_smi(text: str) -> Dict[str, Any]:
         # never let an empty or unexpected output read as "no problems": say what was seen
         result["error"] = failure.group(0).strip() if failure else "nvidia-smi printed no GPU section"
     result.setdefault("error", None)
+    # every failure line, also when other GPUs were read: a GPU that fell off the bus shows only here
+    result["failures"] = [match.group(0).strip() for match in _FAILURES.finditer(text)]
     return result
