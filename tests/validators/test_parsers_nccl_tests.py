@@ -412,3 +412,17 @@ def test_mpich_prepend_rank_tags_are_stripped() -> None:
     result = parse_nccl_tests("\n".join("[0] " + line for line in lines))
     assert result["ranks"] == 8 and len(result["rows"]) == 6 and result["complete"] is True
     assert row_of(result, 4294967296)["in_place"]["busbw"] == 476.53 and result["ok"] is True
+
+
+def test_command_line_names_the_collective_when_the_header_is_missing() -> None:
+    result = parse("sendrecv_8xa100_command_echo_no_footer.txt")
+    assert result["binary"] == "sendrecv_perf" and result["collective"] == "sendrecv"
+    assert [row["size"] for row in result["rows"]] == [134217728, 268435456, 536870912, 1073741824]
+    assert row_of(result, 1073741824)["in_place"] == {
+        "time_us": 5490.5,
+        "algbw": 195.56,
+        "busbw": 195.56,
+        "wrong": None,
+        "error": None,
+    }
+    assert result["complete"] is False and result["ok"] is False
