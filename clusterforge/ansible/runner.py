@@ -136,7 +136,7 @@ class PlaybookRun:
             kwargs["tags"] = self.tags
         result = ansible_runner.run(**kwargs)
         artifacts = self.run_dir / "artifacts" / "run"
-        self._scrub(artifacts)
+        self.scrub(artifacts)
         stats = result.stats or {}
         return PlaybookResult(
             playbook=self.playbook.name,
@@ -149,7 +149,7 @@ class PlaybookRun:
             stats={k: dict(v) for k, v in stats.items() if isinstance(v, dict)},
         )
 
-    def _scrub(self, artifacts: Path) -> None:
+    def scrub(self, artifacts: Path) -> None:
         forms = secret_forms(self.secrets)
         if not forms or not artifacts.exists():
             return

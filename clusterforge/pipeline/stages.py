@@ -2,8 +2,9 @@
 
 - provision: the provider brings every node up (idempotent); the journal ties each node to the
   machine behind it (a replaced container starts over); the inventory is rendered.
-- configure: ``playbooks/site.yml`` limited to the batch. Head nodes go first and alone: compute
-  nodes register with their controller. Configure always runs (a converged node reports zero
+- configure: ``playbooks/site.yml`` limited to the batch. A compute node never runs before its
+  head node's configuration: it goes in the head's batch (site.yml runs the controller play
+  first) or after it; a failed head blocks the compute nodes. Configure always runs (a converged node reports zero
   changes); a change on a certified node makes its certification stale.
 - certify: compute nodes only (see certify_stage.py).
 """
@@ -69,7 +70,11 @@ class ConfigureStage(BaseStage):
             p = progress[head]
             if p.status is Status.FAILED or p.status is Status.CANCELLED:
                 return Gate.BLOCKED, f"head node {head} failed ({p.reason}): no Slurm controller to join"
-            if not p.passed_stage(self.name):
+            if p.passed_stage(self.name):
+                continue
+            # Waiting for configure too: both go in this batch, one Ansible run, where site.yml's
+            # controller play runs before the compute play. Head still running: wait for it.
+            if not (p.stage == self.name and p.status is Status.WAITING):
                 return Gate.WAIT, ""
         return Gate.OPEN, ""
 
@@ -95,20 +100,26 @@ class ConfigureStage(BaseStage):
             self._run = None
         # The munge key may have been created by this very run: scrub again with it known.
         run.secrets = ctx.secrets()
-        run._scrub(run.run_dir / "artifacts" / "run")
+        run.scrub(run.run_dir / "artifacts" / "run")
         out: dict[str, StageResult] = {}
+        failed_heads = [h.name for h in ctx.heads() if h.name in nodes and not result.host_ok(h.name)]
         for name in nodes:
             host = result.hosts.get(name)
             changed = host.changed if host else 0
-            if result.host_ok(name):
+            failure = result.failures.get(name)
+            if failed_heads and ctx.nodes[name].role != "head":
+                # Converged or not, a compute node without its controller cannot be admitted.
+                head = failed_heads[0]
+                why = result.failures[head].render() if head in result.failures else "did not converge"
+                reason = f"head node {head} failed ({why}): no Slurm controller to join"
+            elif result.host_ok(name):
                 if changed and ctx.journal.is_done(name, "certified"):
                     ctx.journal.invalidate(name, "certified")
                     ctx.board.note(name, f"{changed} change(s) on a certified node: certification is stale")
                 ctx.journal.mark_done(name, "configured")
                 out[name] = StageResult(True, f"{changed} changed", changed=changed)
                 continue
-            failure = result.failures.get(name)
-            if failure is not None:
+            elif failure is not None:
                 reason = failure.render()
             elif result.status in ("canceled", "timeout"):
                 reason = f"site.yml {result.status}"

@@ -153,3 +153,14 @@ def test_unknown_node_for_certify_is_refused(world: dict) -> None:
     out = io.StringIO()
     outcome = certify(world["spec"], ["node-009"], None, console=Console(file=out), seams=world["seams"])
     assert outcome.code == 2 and "node-009" in out.getvalue()
+
+
+def test_failed_head_blocks_the_compute_nodes(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "head-001")
+    outcome, _ = run_up(world)
+    assert outcome.code == 1 and outcome.failed == ["head-001", "node-001", "node-002", "node-003"]
+    assert "TASK [Install the pinned package] failed on head-001" in outcome.progress["head-001"].reason
+    for node in ("node-001", "node-002", "node-003"):
+        reason = outcome.progress[node].reason
+        assert reason.startswith("head node head-001 failed") and "no Slurm controller" in reason
+    assert not any(c[0] == "scontrol" for c in world["slurm"].calls)  # nothing held or admitted
