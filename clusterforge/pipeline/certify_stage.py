@@ -159,7 +159,11 @@ class CertifyStage(BaseStage):
             if reference is None:
                 ctx.board.note(group[0].name, "no peer: network check runs on this node alone")
                 return verdicts
-            admission.hold([reference.name])
+            try:
+                admission.hold([reference.name])
+            except AdmissionError as exc:
+                ctx.board.note(group[0].name, f"reference peer {reference.name} not held ({exc}): checked alone")
+                return verdicts
         members = group + ([reference] if reference else [])
         configs = {}
         for n in members:
