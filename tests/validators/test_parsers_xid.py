@@ -133,3 +133,16 @@ def test_2015_channel_id_wording() -> None:
     ]
     assert result["events"][0]["message"] == "Channel ID 00000000 intr 00004000"
     assert result["events"][2]["class"] == "application" and result["ok"] is True
+
+
+def test_dmesg_iso_and_facility_prefixes() -> None:
+    """Line prefixes of `dmesg --time-format iso` and `dmesg -x` (util-linux dmesg(1)) on real Xid lines."""
+    text = (
+        "kern  :warn  : [ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen"
+        " off the bus.\n"
+        "2024-08-30T11:43:09,123456+00:00 NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>,"
+        " Graphics SM Warp Exception\n"
+    )
+    first, second = parse_xid(text)["events"]
+    assert first["timestamp"] == "1843.308145" and first["xid"] == 79 and first["process"] == "python"
+    assert second["timestamp"] == "2024-08-30T11:43:09,123456+00:00" and second["pid"] is None

@@ -5,7 +5,8 @@ Line forms seen across drivers:
     NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 ...
     NVRM: Xid (0000:af:00): 48, pid='<unknown>', name=<unknown>, Ch 00000008
     NVRM: Xid (PCI:0000:70:00): 13, Graphics SM Warp Exception ...        (recent drivers: no pid)
-with any prefix: `[ 1843.308145] `, `[Wed Jun 24 15:44:20 2026] `, `Feb 14 05:03:41 host kernel: `.
+with any prefix: `[ 1843.308145] `, `[Wed Jun 24 15:44:20 2026] `, `Feb 14 05:03:41 host kernel: `,
+`2024-08-30T11:43:09,123456+00:00 ` (dmesg --time-format iso), `kern  :warn  : [ 12.3] ` (dmesg -x).
 A GPU can also fall off the bus with no Xid line at all ("NVRM: The NVIDIA GPU 0000:b3:00.0 ...
 fallen off the bus"); those are reported separately in `bus_drops`.
 """
@@ -21,8 +22,8 @@ _XID = re.compile(
 _PID = re.compile(r"^pid=(?:'?<unknown>'?|(\d+)),?\s*")
 _NAME = re.compile(r"^name=([^,]*),?\s*")
 _PREFIX_TIME = re.compile(
-    r"^\s*(?:\[\s*(?P<uptime>\d+\.\d+)\]|\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ [\d:]+ \d{4})\]"
-    r"|(?P<iso>\d{4}-\d{2}-\d{2}T[\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)|(?P<syslog>[A-Z][a-z]{2} +\d+ [\d:.]+)\s+(?P<host>\S+))"
+    r"^\s*(?:[a-z]+\s*:[a-z]+\s*:\s*)?(?:\[\s*(?P<uptime>\d+\.\d+)\]|\[(?P<ctime>[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ [\d:]+ \d{4})\]"
+    r"|(?P<iso>\d{4}-\d{2}-\d{2}T[\d:.,]+(?:Z|[+-]\d{2}:?\d{2})?)|(?P<syslog>[A-Z][a-z]{2} +\d+ [\d:.]+)\s+(?P<host>\S+))"
 )
 _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)")
 _BUS_DROP = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-9a-fA-F])")
