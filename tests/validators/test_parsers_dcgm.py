@@ -289,3 +289,16 @@ def test_deployment_failures_then_empty_sections() -> None:
         "Inforom",
     ]
     assert result["ok"] is False
+
+
+def test_qualified_message_rows_are_messages_not_tests() -> None:
+    """A message row whose left cell names the GPU ("Warning: GPU1") stays a message of the test above it;
+    built from the rows of text_441_b200_8gpu_pcie_fail_slurm.txt with the left cell changed."""
+    lines = (DATA / "text_441_b200_8gpu_pcie_fail_slurm.txt").read_text().splitlines()
+    changed = [
+        line.replace("| Warning                   |", "| Warning: GPU1             |") for line in lines
+    ]
+    result = parse_dcgmi_diag("\n".join(changed))
+    assert [t["name"] for t in result["tests"]] == ["software", "memory", "pcie"]
+    (message,) = result["tests"][2]["messages"]
+    assert message.startswith("GPU1: There was an internal error during the test:")

@@ -18,7 +18,9 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 
 _RANK = {"fail": 5, "warn": 4, "pass": 3, "skip": 2, "not_run": 1}
-_MESSAGE_ROWS = ("warning", "error", "info")
+# Message rows: "Warning", "Error", "Info", also qualified ("Warning: GPU0", "Info GPU 1"), which must never
+# be read as a test named after them.
+_MESSAGE_ROW = re.compile(r"^(warning|error|info)\b[\s:-]*(.*)$", re.IGNORECASE)
 _METADATA_SECTION = "metadata"
 _PER_GPU_3X = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run)\s*-\s*GPUs?:\s*([\d,\s]+)$", re.IGNORECASE)
 _PER_GPU_4X = re.compile(r"^GPU\s*(\d+):\s*(Pass|Fail|Warn|Skip|Not Run)\b", re.IGNORECASE)
@@ -192,7 +194,9 @@ def _parse_text(text: str) -> Dict[str, Any]:
         if (section or "").lower() == _METADATA_SECTION:
             metadata[name] = result.strip()
             continue
-        if name.lower() in _MESSAGE_ROWS:
+        message_row = _MESSAGE_ROW.match(name)
+        if message_row:
+            kind, qualifier = message_row.group(1).lower(), message_row.group(2).strip()
             if current is None:  # an Error with no test row before it: the section itself failed
                 current = {
                     "name": section or name,
@@ -202,9 +206,9 @@ def _parse_text(text: str) -> Dict[str, Any]:
                     "messages": [],
                 }
                 tests.append(current)
-            if name.lower() == "error":
+            if kind == "error":
                 current["status"] = "fail"
-            current["messages"].append(result.strip())
+            current["messages"].append(f"{qualifier}: {result.strip()}" if qualifier else result.strip())
             in_message, chunk = True, result
             continue
         if name:
