@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 import threading
 from typing import Any, Dict, List, Optional
 
@@ -26,6 +25,8 @@ def judge_matmul(
     scale: float,
 ) -> None:
     """Rates vs floor and vs the node median; bit-exactness across repetitions and devices."""
+    import statistics  # here: it costs every `validators list` a few ms
+
     rates = [d["gflops"] / scale for d in devices if "gflops" in d]
     median = statistics.median(rates) if rates else 0.0
     out.metric("rate_median", round(median, 3), unit)
