@@ -204,3 +204,12 @@ def test_unreachable_gpu_line_before_the_output_is_kept() -> None:
         assert len(result["gpus"]) == 1 and result["error"] is None
         assert result["failures"] == [line.strip()]
     assert parse("q_545_h100_sxm_healthy.txt")["failures"] == []
+
+
+def test_driver_library_mismatch() -> None:
+    result = parse("nvml_driver_library_mismatch_570.txt")
+    assert (
+        result["gpus"] == []
+        and result["error"] == "Failed to initialize NVML: Driver/library version mismatch"
+    )
+    assert result["failures"] == ["Failed to initialize NVML: Driver/library version mismatch"]
