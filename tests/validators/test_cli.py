@@ -156,3 +156,10 @@ def test_parse_prints_the_parsers_json_and_rejects_unknown_tools() -> None:
     assert parsed["ok"] is False and parsed["out_of_bounds"] == 108
     proc = run_cli("parse", "nccl-test", "x")
     assert proc.returncode == 2 and "did you mean 'nccl-tests'?" in proc.stderr
+
+
+def test_no_command_is_a_usage_error_and_list_filters_by_profile() -> None:
+    proc = run_cli()
+    assert proc.returncode == 2 and "usage: python3 -m validators" in proc.stderr
+    quick = {c["id"] for c in json.loads(run_cli("list", "--json", "--profile", "quick").stdout)}
+    assert "checkpoint-restart" in quick and "dcgm-diag" not in quick and "gpu-burn" not in quick
