@@ -213,3 +213,12 @@ def test_driver_library_mismatch() -> None:
         and result["error"] == "Failed to initialize NVML: Driver/library version mismatch"
     )
     assert result["failures"] == ["Failed to initialize NVML: Driver/library version mismatch"]
+
+
+def test_display_filtered_output_with_cuda_not_found() -> None:
+    result = parse("q_580_d_memory_performance_vgpu_cut.txt")
+    assert result["driver_version"] == "580.105.06" and result["cuda_version"] is None  # "Not Found"
+    assert result["attached_gpus"] == 4
+    (gpu,) = result["gpus"]  # the excerpt stops inside the first GPU
+    assert gpu["bus_id"] == "00000000:42:00.0" and gpu["name"] is None  # -d PERFORMANCE prints no name
+    assert gpu["throttle_active"] == [] and gpu["pcie_gen_current"] is None

@@ -34,16 +34,14 @@ _REASON_LABELS = {
 }
 
 Node = Dict[str, Any]
+_NOT_AVAILABLE = frozenset(
+    ("", "N/A", "[N/A]", "Unknown Error", "[Unknown Error]", "Not Found", "Not Supported", "[Not Supported]")
+)
 
 
 def _na(value: Optional[str]) -> bool:
-    return not isinstance(value, str) or value.strip() in (
-        "",
-        "N/A",
-        "[N/A]",
-        "Unknown Error",
-        "[Unknown Error]",
-    )
+    # "Not Found": CUDA Version when no CUDA driver library is visible (580 in a vGPU guest)
+    return not isinstance(value, str) or value.strip() in _NOT_AVAILABLE
 
 
 def _int(value: Optional[str]) -> Optional[int]:
