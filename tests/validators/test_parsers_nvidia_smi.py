@@ -46,7 +46,8 @@ def test_properties_hold_on_every_capture(path: Path) -> None:
     assert (result["error"] is None) == bool(result["gpus"])
     for gpu in result["gpus"]:
         assert set(gpu) >= set(GPU_FIELDS)
-        assert gpu["bus_id"] and gpu["name"]
+        assert gpu["bus_id"]  # the name too, unless a display filter (-d) left it out
+        assert gpu["name"] or "-d " in path.read_text()[:200]
         if gpu["pcie_gen_current"] is not None and gpu["pcie_gen_max"] is not None:
             assert 1 <= gpu["pcie_gen_current"] <= gpu["pcie_gen_max"] <= 6
 
