@@ -436,3 +436,19 @@ def test_rows_of_several_ops_without_header() -> None:
     assert first_min["size"] == 196608 and first_min["count"] == 49152 and first_min["root"] == -1
     assert first_min["out_of_place"]["busbw"] == 2.94 and first_min["in_place"]["wrong"] == 0
     assert result["complete"] is False
+
+
+def test_old_reduce_has_redop_and_root_with_error_column() -> None:
+    result = parse("old_reduce_redop_root_error_elided_gtx1080.txt")
+    assert result["ranks"] == 2 and [row["size"] for row in result["rows"]][:3] == [8, 16, 32]
+    last = row_of(result, 134217728)
+    assert last["redop"] == "sum" and last["root"] == 0
+    assert last["out_of_place"] == {
+        "time_us": 87680.0,
+        "algbw": 1.53,
+        "busbw": 1.53,
+        "wrong": None,
+        "error": 0.0,
+    }
+    assert last["in_place"]["busbw"] == 1.48 and len(result["rows"]) == 6
+    assert result["ok"] is True and result["avg_busbw"] == pytest.approx(0.716373)
