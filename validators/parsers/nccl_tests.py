@@ -9,8 +9,11 @@ Formats read (NVIDIA/nccl-tests src/common.cu and src/util.cu across releases):
 - 2.16+:               `# nccl-tests version ...`, `# Collective test starting: X_perf` and, in 2.17+,
                        `# Collective test concluded: X_perf`; optional `#bitdiff`, per-iteration and timestamp
                        columns, which are read by name from the header line and otherwise ignored.
-Lines may carry srun (`0: `) or mpirun (`[1,0]<stdout>:`) tags, and NCCL INFO/WARN lines may be
-interleaved anywhere, including between table rows.
+Lines may carry srun (`0: `), Open MPI (`[1,0]<stdout>:`) or MPICH (`[0] `) tags, and NCCL INFO/WARN lines
+may be interleaved anywhere, including between table rows. 2019-21 releases printed the op and root of a
+collective without them as blanks (alltoall under a `redop` header): such rows are read from the right. A
+log may hold several runs one after another: rows are kept in order, `runs` counts them and the
+out-of-bounds counts are summed so a failed run is not hidden by a later passing one.
 """
 
 from __future__ import annotations
