@@ -146,3 +146,10 @@ def test_dmesg_iso_and_facility_prefixes() -> None:
     first, second = parse_xid(text)["events"]
     assert first["timestamp"] == "1843.308145" and first["xid"] == 79 and first["process"] == "python"
     assert second["timestamp"] == "2024-08-30T11:43:09,123456+00:00" and second["pid"] is None
+
+
+def test_journal_bus_drop_without_xid() -> None:
+    result = parse("journal_fallen_off_bus_without_xid_2018.txt")
+    assert result["events"] == [] and result["counts"] == {}
+    assert result["bus_drops"] == [{"pci": "0000:01:00.0", "timestamp": "Mar 07 19:30:42", "line": 2}]
+    assert result["ok"] is False
