@@ -55,6 +55,10 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
         hv["clusterforge_nvswitch"] = bool(it.gpu and it.gpu.nvswitch)
         hv["clusterforge_efa_interfaces"] = it.network.efa_interfaces
         hv["clusterforge_container"] = it.container
+        # The same facts under the role variables that act on them (roles never read clusterforge_*).
+        hv["fabric_manager_enabled"] = bool(it.gpu and it.gpu.nvswitch)
+        hv["efa_enabled"] = it.has_efa
+        hv["monitoring_gpu_count"] = it.gpu_count
     if node.connection.get("ansible_connection", "").endswith((".podman", ".docker")):
         hv.setdefault("ansible_remote_tmp", CONTAINER_REMOTE_TMP)
     return hv
@@ -126,25 +130,36 @@ def slurm_vars(
     return out
 
 
-def software_vars(spec: ClusterSpec) -> dict[str, Any]:
-    """The GPU software roles' pins (roles skip themselves where the instance type has no GPU/EFA)."""
+def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:
+    """The GPU software roles' API (INTERFACES.md "Role variables (gpu roles)"); versions are upstream
+    strings, the roles add package revisions. ``containers``: every node is a local container."""
     sw = spec.software
+    distro = sw.driver.source == "distro"
     out: dict[str, Any] = {
         "nvidia_driver_branch": sw.driver.branch,
         "nvidia_driver_version": sw.driver.version,
         "nvidia_driver_kernel_module": sw.driver.kernel_module,
         "nvidia_driver_source": sw.driver.source,
+        # Containers share the host's kernel: no kernel module build (the userland still installs).
+        "nvidia_driver_kernel_module_install": not containers,
         "cuda_toolkit_version": sw.cuda,
         "cuda_toolkit_source": sw.driver.source,
+        # Debian's CUDA toolkit is over 1 GB per node and nothing on a container node compiles CUDA.
+        "cuda_toolkit_enabled": not containers,
+        # NCCL exists only in NVIDIA's repository, which a distro-sourced stack does not configure.
+        "nccl_enabled": bool(sw.nccl) and not distro,
+        "fabric_manager_driver_version": sw.driver.version,
+        "fabric_manager_version": sw.fabric_manager or sw.driver.version,
     }
     optional = {
         "nccl_version": sw.nccl,
+        "nccl_cuda_version": sw.cuda if sw.nccl else None,
         "nccl_tests_version": sw.nccl_tests,
         "efa_installer_version": sw.efa_installer,
         "efa_aws_ofi_nccl_version": sw.aws_ofi_nccl,
-        "fabric_manager_version": sw.fabric_manager,
         "dcgm_version": sw.dcgm,
-        "container_runtime_nvidia_container_toolkit_version": sw.nvidia_container_toolkit,
+        "dcgm_cuda_major": sw.cuda.split(".")[0] if sw.dcgm else None,
+        "container_runtime_toolkit_version": sw.nvidia_container_toolkit,
         "container_runtime_enroot_version": sw.enroot,
         "container_runtime_pyxis_version": sw.pyxis,
     }
@@ -192,7 +207,9 @@ def render_inventory(
     group_vars = {
         "clusterforge": {"clusterforge_stack": spec.stack, "clusterforge_provider": spec.provider.kind},
         "slurm": slurm_vars(spec, nodes, hw, munge_key_file),
-        "software": software_vars(spec),
+        "software": software_vars(
+            spec, spec.provider.kind == "local" and all(hw[n.instance_type].container for n in nodes)
+        ),
         "shared_storage": storage_vars(spec),
         "validators_runtime": validators_vars(spec, nodes, hw),
     }

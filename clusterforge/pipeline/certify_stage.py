@@ -91,7 +91,21 @@ class CertifyStage(BaseStage):
         verdicts = self._network(todo, verdicts, run_id, admission, heads[0])
         for n in todo:
             results[n.name] = self._decide(n, verdicts[n.name], admission)
+        self._html([n.name for n in todo])
         return results
+
+    def _html(self, nodes: list[str]) -> None:
+        """The people's report (reports/report.html); it never changes a verdict."""
+        ctx = self.ctx
+        try:
+            from clusterforge.reports import write_run_html
+
+            write_run_html(
+                ctx.paths.reports, ctx.paths.reports / "report.html", stack=ctx.spec.stack, nodes=nodes
+            )
+        except (OSError, ImportError, ValueError) as exc:
+            for name in nodes:
+                ctx.board.note(name, f"HTML report not written: {exc}")
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -162,7 +176,9 @@ class CertifyStage(BaseStage):
             try:
                 admission.hold([reference.name])
             except AdmissionError as exc:
-                ctx.board.note(group[0].name, f"reference peer {reference.name} not held ({exc}): checked alone")
+                ctx.board.note(
+                    group[0].name, f"reference peer {reference.name} not held ({exc}): checked alone"
+                )
                 return verdicts
         members = group + ([reference] if reference else [])
         configs = {}

@@ -104,9 +104,10 @@ def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
             result = f"[red]{p.status.value} at {p.stage}[/red]"
         table.add_row(name, role, result, str(p.changed), escape(p.reason))
     console.print(table)
+    html = ctx.paths.reports / "report.html"
+    reports = f"{html}" if html.exists() else f"{ctx.paths.reports}"
     console.print(
-        f"Ansible changes: {outcome.changed}; logs: {ctx.paths.run}; reports: {ctx.paths.reports}",
-        highlight=False,
+        f"Ansible changes: {outcome.changed}; logs: {ctx.paths.run}; reports: {reports}", highlight=False
     )
 
 

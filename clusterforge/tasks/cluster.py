@@ -139,7 +139,4 @@ def down(c: Context, stack: str = "", spec: str = "", yes: bool = False) -> None
             raise Exit("not confirmed: nothing destroyed", code=1)
     summary = provider.destroy(cluster)
     Journal(cluster.stack, stack_dir(cluster.stack).parent).forget()
-    print(
-        f"destroyed stack {cluster.stack!r}: {len(summary.containers)} container(s), "
-        f"{len(summary.networks)} network(s), {len(summary.volumes)} volume(s)"
-    )
+    print(f"stack {cluster.stack!r}: {summary.render()}")

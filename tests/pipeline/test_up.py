@@ -61,6 +61,8 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     journal = Journal("pt-up")
     assert all(journal.record(f"node-00{i}").verdict == "pass" for i in (1, 2, 3))
     assert (world["tmp"] / "inv" / "pt-up" / "hosts.yml").exists()
+    html = world["tmp"] / "state" / "pt-up" / "reports" / "report.html"
+    assert "node-003" in html.read_text() and f"reports: {html}" in text.replace("\n", "")
     rows = {r.node: r for r in collect(world["spec"], world["provider"], slurm.runner)}
     assert rows["node-002"].certification == "certified" and rows["node-002"].slurm_state == "idle"
     assert rows["node-002"].configured and rows["node-002"].provider_state == "running"
