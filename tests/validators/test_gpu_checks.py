@@ -90,3 +90,13 @@ def test_persistence_off_fails_and_a_healthy_gpu_passes() -> None:
     result = run_check(GpuHealth(), make_context(one_gpu("A100"), FakeRunner({NVSMI: (0, off, "")})))
     assert result.status == "fail"
     assert "persistence mode is off" in result.summary
+
+
+def test_a_lost_gpu_beside_readable_ones_fails_inventory_with_nvidia_smi_words() -> None:
+    # Composed, not captured: nvidia-smi prints this line for a GPU it cannot open while it still
+    # reports the others (the parser's 'failures'); here it precedes a real one-GPU capture.
+    lost = "Unable to determine the device handle for GPU0000:9A:00.0: Unknown Error\n"
+    text = lost + captured("nvidia-smi", "q_550_a10_pcie_gen1.txt")
+    result = run_check(GpuInventory(), make_context(one_gpu("A10"), FakeRunner({NVSMI: (0, text, "")})))
+    assert result.status == "fail"
+    assert "nvidia-smi: Unable to determine the device handle for GPU0000:9A:00.0" in result.summary

@@ -27,8 +27,8 @@ def gpu_label(i: int, gpu: dict) -> str:
     return f"GPU {i} ({gpu.get('bus_id') or '?'})"
 
 
-def _gpus(ctx: Context, out: Outcome) -> Optional[List[dict]]:
-    parsed = ctx.nvidia_smi(out)
+def _gpus(ctx: Context, out: Outcome, parsed: Optional[dict] = None) -> Optional[List[dict]]:
+    parsed = parsed if parsed is not None else ctx.nvidia_smi(out)
     if parsed is None:
         return None
     gpus = parsed.get("gpus") or []
@@ -52,10 +52,14 @@ class GpuInventory(Check):
         out = Outcome(self.id)
         cfg = ctx.config
         out.limit("gpu.count", cfg.gpu_count, "count")
-        gpus = _gpus(ctx, out)
-        if gpus is None:
+        parsed = ctx.nvidia_smi(out)
+        gpus = _gpus(ctx, out, parsed)
+        if parsed is None or gpus is None:
             return out.finish("")
         out.metric("gpu_count", len(gpus), "count")
+        # A GPU that fell off the bus is often only a failure line beside the GPUs that were read.
+        for line in parsed.get("failures") or []:
+            out.fail(f"nvidia-smi: {line}")
         if len(gpus) != cfg.gpu_count:
             out.fail(f"found {len(gpus)} GPU(s), NODE.json expects {cfg.gpu_count}")
         model = (cfg.gpu_model or "").lower()
