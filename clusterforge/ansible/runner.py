@@ -8,9 +8,12 @@ scrubbed from those files, so the run folder can be attached to a bug report.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -76,6 +79,44 @@ def ansible_env(state_dir: Path) -> dict[str, str]:
     return env
 
 
+# Every process of one run carries this in its environment, so that a cancelled run's leftovers
+# can be found: ansible-runner kills ansible-playbook's process group, but Ansible's workers
+# (one per host, started with setsid) are leaders of their own groups and survive it, still
+# driving tasks on the nodes.
+RUN_MARKER = "CLUSTERFORGE_ANSIBLE_RUN"
+
+
+def _marked(marker: str) -> list[int]:
+    want = f"{RUN_MARKER}={marker}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if want in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return pids
+
+
+def reap(marker: str, grace_s: float = 3.0) -> list[int]:
+    """Stop what is left of a cancelled run (TERM, then KILL after ``grace_s``); returns the pids."""
+    pids = _marked(marker)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while sig == signal.SIGTERM and time.monotonic() < deadline and _marked(marker):
+            time.sleep(0.1)
+        pids_left = _marked(marker)
+        if not pids_left:
+            break
+        pids = pids_left
+    return pids
+
+
 class PlaybookRun:
     """One playbook run; ``cancel()`` may be called from another thread."""
 
@@ -134,7 +175,10 @@ class PlaybookRun:
             kwargs["limit"] = ",".join(self.limit)
         if self.tags:
             kwargs["tags"] = self.tags
+        kwargs["envvars"] = {**self.env, RUN_MARKER: str(self.run_dir)}
         result = ansible_runner.run(**kwargs)
+        if result.status in ("canceled", "timeout"):
+            reap(str(self.run_dir))
         artifacts = self.run_dir / "artifacts" / "run"
         self.scrub(artifacts)
         stats = result.stats or {}

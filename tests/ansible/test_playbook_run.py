@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,33 @@ def test_run_reports_per_host_and_scrubs_secret(ansible_tmp: Path) -> None:
     for path in result.run_dir.rglob("*"):
         if path.is_file() and path.name != "extravars":
             assert secret.decode() not in path.read_text(errors="replace"), path  # ... without the secret
+
+
+def test_cancel_leaves_no_process_behind(ansible_tmp: Path) -> None:
+    from clusterforge.ansible.runner import _marked
+
+    play = ansible_tmp / "slow.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Slow play",
+                    "hosts": "all",
+                    "gather_facts": False,
+                    "tasks": [
+                        {"name": "Take long", "ansible.builtin.command": "sleep 120", "changed_when": False}
+                    ],
+                }
+            ]
+        )
+    )
+    hosts = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    inventory = ansible_tmp / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"a": hosts, "b": hosts}}}))
+    started = threading.Event()
+    run = PlaybookRun(play, inventory, ansible_tmp / "runs", on_update=lambda h: started.set())
+    threading.Thread(target=lambda: started.wait(60) and run.cancel(), daemon=True).start()
+    result = run.run()
+    assert result.status == "canceled"
+    assert not result.host_ok("a") and not result.host_ok("b")
+    assert _marked(str(run.run_dir)) == []  # workers and their `sleep` are gone too
