@@ -156,7 +156,7 @@ CASES = [
     (
         "distro-driver-wrong-branch",
         "local",
-        [('{branch: "535", version: 535.247.01', '{branch: "550", version: 550.54.15')],
+        [('{branch: "535", version: 535.261.03', '{branch: "550", version: 550.54.15')],
         "",
         "driver-branch",
         "error",
