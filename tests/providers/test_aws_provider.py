@@ -67,5 +67,10 @@ def test_plan_create_nodes_and_destroy_through_the_driver():
     assert [n.name for n in provider.create(spec)] == ["gpu-001", "gpu-002"]
     assert [n.provider_id for n in provider.nodes(spec)] == ["i-01", "i-02"]
     summary = provider.destroy(spec)
-    assert (summary.containers, summary.networks, summary.volumes) == (["gpu-001"], ["dev-vpc"], ["b"])
+    assert summary.containers == [] and summary.removed() == {
+        "instance": ["gpu-001"],
+        "VPC": ["dev-vpc"],
+        "bucket": ["b"],
+    }
+    assert summary.render() == "removed 1 instance, 1 VPC, 1 bucket"
     assert len(made) == 1 and made[0].confirmed == ["dev"]

@@ -10,8 +10,16 @@ from clusterforge.providers.aws.inventory import nodes_from_outputs
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, Progress, no_progress
 from clusterforge.spec.models import AwsProvider, ClusterSpec
 
-NETWORK_TYPES = ("aws:ec2/vpc:Vpc", "aws:ec2/subnet:Subnet", "aws:ec2/securityGroup:SecurityGroup")
-STORAGE_TYPES = ("aws:fsx/lustreFileSystem:LustreFileSystem", "aws:s3/bucket:Bucket")
+# What `invoke down` names, by Pulumi type; every other resource counts as a "resource".
+KINDS = {
+    INSTANCE_TYPE: "instance",
+    "aws:ec2/vpc:Vpc": "VPC",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/securityGroup:SecurityGroup": "security group",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "file system",
+    "aws:s3/bucket:Bucket": "bucket",
+    "aws:s3/bucketV2:BucketV2": "bucket",
+}
 
 
 class AwsStackProvider:
@@ -59,8 +67,7 @@ class AwsStackProvider:
     def destroy(self, spec: ClusterSpec) -> DestroySummary:
         """Destroy the stack. The caller (``invoke down``) has already had the stack name typed."""
         gone = self._driver(spec).destroy(confirm=lambda prompt: spec.stack)
-        return DestroySummary(
-            containers=sorted(name for type_, name in gone if type_ == INSTANCE_TYPE),
-            networks=sorted(name for type_, name in gone if type_ in NETWORK_TYPES),
-            volumes=sorted(name for type_, name in gone if type_ in STORAGE_TYPES),
-        )
+        other: dict[str, list[str]] = {}
+        for type_, name in gone:
+            other.setdefault(KINDS.get(type_, "other resource"), []).append(name)
+        return DestroySummary(other={kind: sorted(names) for kind, names in other.items()})
