@@ -63,6 +63,24 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
     ("dcgm-3", "dcgm", {"dcgm_version": "3.3.5"}, "exact DCGM 4 version"),
     ("efa-bad", "efa", {"efa_enabled": True, "efa_installer_version": "latest"}, "software.efa_installer"),
     ("dcgm-not-in-spec", "dcgm", {"dcgm_version": ""}, None),
+    # Unsupported systems stop at the OS dispatch (the detected release is overridden for the test).
+    *[
+        (
+            f"os-{role}",
+            role,
+            {**extra, f"_{role}_os": "Rocky-9"},
+            "supports Debian-12, Ubuntu-22.04, Ubuntu-24.04",
+        )
+        for role, extra in [
+            ("nvidia_driver", GOOD_DRIVER),
+            ("cuda_toolkit", {"cuda_toolkit_version": "12.8.1"}),
+            ("nccl", {"nccl_version": "2.26.2", "nccl_cuda_version": "12.8.1"}),
+            ("dcgm", {"dcgm_version": "4.2.3"}),
+            ("fabric_manager", {"fabric_manager_enabled": True}),
+            ("container_runtime", {"container_runtime_toolkit_version": "1.17.5"}),
+            ("efa", {"efa_enabled": True}),
+        ]
+    ],
     ("efa-not-enabled", "efa", {"efa_enabled": False}, None),
 ]
 
