@@ -249,3 +249,31 @@ def test_certify_playbook_runs_the_suite_and_fetches_the_report(cluster: Cluster
     )
     assert 'clusterforge_certification_passed{check="software-versions",profile="quick"} 1' in prom
     assert 'clusterforge_certification_verdict{profile="quick"} 1' in prom
+
+
+def test_health_check_drains_a_failing_node_in_service_once(cluster: Cluster) -> None:
+    node = cluster.compute[1]
+    # A node in service whose Slurm packages are not the pinned version: the quick checks fail.
+    wrong = {"schema_version": 1, "node": node, "instance_type": "local", "software": {"slurm": "99.1.1"}}
+    cluster.stack.exec(
+        node,
+        "sh",
+        "-c",
+        f"mkdir -p /etc/clusterforge && echo '{json.dumps(wrong)}' > /etc/clusterforge/node.json",
+    )
+    cluster.stack.exec(cluster.head, "scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
+    try:
+        assert not _sinfo(cluster)[node][0].startswith("drain")
+        cluster.stack.exec(node, "/usr/local/sbin/clusterforge-healthcheck", timeout=90)
+        state, reason = _sinfo(cluster)[node]
+        assert state.startswith("drain"), (state, reason)
+        assert reason.startswith("clusterforge: healthcheck: software-versions: "), reason
+        assert "99.1.1" in reason
+        # Drained by clusterforge: the next health check leaves the node (and its reason) to the pipeline.
+        cluster.stack.exec(node, "/usr/local/sbin/clusterforge-healthcheck", timeout=90)
+        assert _sinfo(cluster)[node] == (state, reason)
+    finally:
+        cluster.stack.exec(node, "rm", "-f", "/etc/clusterforge/node.json")
+        cluster.stack.exec(
+            cluster.head, "scontrol", "update", f"NodeName={node}", "State=RESUME", check=False
+        )
