@@ -1,0 +1,121 @@
+"""The playbooks parse and the slurm role renders a GPU cluster's configuration from an inventory.
+
+No nodes: `ansible-playbook --syntax-check` of every playbook against the hand-written static
+example inventory, then the slurm templates rendered on this machine from that inventory's
+variables (2 nodes with 8x H100 each) and read back.
+"""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = REPO / "inventories" / "static-example" / "hosts.yml"
+PLAYBOOKS = sorted((REPO / "playbooks").glob("*.yml"))
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "ansible-home"
+    return {
+        **os.environ,
+        "ANSIBLE_HOME": str(home),
+        "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+        "ANSIBLE_REMOTE_TMP": str(home / "remote-tmp"),
+        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".clusterforge" / "collections"),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def _playbook_cmd() -> str:
+    return str(Path(sys.executable).parent / "ansible-playbook")
+
+
+def test_playbooks_found() -> None:
+    assert {p.name for p in PLAYBOOKS} >= {"site.yml", "cluster.yml", "certify.yml"}
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS, ids=lambda p: p.name)
+def test_playbook_syntax(playbook: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [_playbook_cmd(), "--syntax-check", "-i", str(INVENTORY), str(playbook)],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("render")
+    out = tmp / "out"
+    out.mkdir()
+    # Role defaults, then the inventory's group_vars over them (as Ansible's precedence would have it).
+    variables = yaml.safe_load((REPO / "roles" / "slurm" / "defaults" / "main.yml").read_text())
+    for path in sorted((INVENTORY.parent / "group_vars" / "all").glob("*.yml")):
+        variables.update(yaml.safe_load(path.read_text()) or {})
+    variables.update(render_host="gpu-001", out_dir=str(out))
+    extra = tmp / "vars.yml"
+    extra.write_text(yaml.safe_dump(variables))
+    result = subprocess.run(
+        [
+            _playbook_cmd(),
+            "-i",
+            str(INVENTORY),
+            str(Path(__file__).parent / "render_slurm.yml"),
+            "-e",
+            f"@{extra}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(tmp),
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return out
+
+
+def test_slurm_conf_declares_typed_gpu_gres_and_nodes(rendered: Path) -> None:
+    conf = (rendered / "slurm.conf").read_text()
+    lines = conf.splitlines()
+    assert "SlurmctldHost=head-001(192.0.2.10)" in lines
+    assert "GresTypes=gpu" in lines
+    assert "TopologyPlugin=topology/tree" in lines
+    assert "ProctrackType=proctrack/cgroup" in lines  # real nodes: the role's defaults
+    assert "HealthCheckProgram=/usr/local/sbin/clusterforge-healthcheck" in lines
+    node = next(line for line in lines if line.startswith("NodeName=gpu-001 "))
+    for field in ("NodeAddr=192.0.2.21", "CPUs=192", "Sockets=2", "CoresPerSocket=48", "ThreadsPerCore=2"):
+        assert field in node.split(), node
+    assert "RealMemory=2000000" in node.split() and "Gres=gpu:h100:8" in node.split(), node
+    assert any(line.startswith("PartitionName=gpu Nodes=gpu-001,gpu-002 Default=YES") for line in lines), conf
+
+
+def test_gres_conf_names_device_files(rendered: Path) -> None:
+    gres = [line for line in (rendered / "gres.conf").read_text().splitlines() if not line.startswith("#")]
+    assert gres == [
+        "NodeName=gpu-001 Name=gpu Type=h100 File=/dev/nvidia[0-7]",
+        "NodeName=gpu-002 Name=gpu Type=h100 File=/dev/nvidia[0-7]",
+    ]
+
+
+def test_topology_and_cgroup_conf(rendered: Path) -> None:
+    topo = [line for line in (rendered / "topology.conf").read_text().splitlines() if line and line[0] != "#"]
+    assert topo == ["SwitchName=leaf-1 Nodes=gpu-001,gpu-002"]
+    cgroup = (rendered / "cgroup.conf").read_text().splitlines()
+    assert "CgroupPlugin=autodetect" in cgroup and "ConstrainDevices=yes" in cgroup
+
+
+def test_health_check_wrapper_is_valid_python(rendered: Path) -> None:
+    script = rendered / "clusterforge-healthcheck.py"
+    py_compile.compile(str(script), doraise=True)
+    text = script.read_text()
+    assert 'NODE = "gpu-001"' in text and "--checks" in text
