@@ -107,7 +107,9 @@ class ConfigureStage(BaseStage):
             host = result.hosts.get(name)
             changed = host.changed if host else 0
             failure = result.failures.get(name)
-            if failed_heads and ctx.nodes[name].role != "head":
+            if failure is not None:
+                reason = failure.render()
+            elif failed_heads and ctx.nodes[name].role != "head":
                 # Converged or not, a compute node without its controller cannot be admitted.
                 head = failed_heads[0]
                 why = result.failures[head].render() if head in result.failures else "did not converge"
@@ -119,10 +121,12 @@ class ConfigureStage(BaseStage):
                 ctx.journal.mark_done(name, "configured")
                 out[name] = StageResult(True, f"{changed} changed", changed=changed)
                 continue
-            elif failure is not None:
-                reason = failure.render()
             elif result.status in ("canceled", "timeout"):
                 reason = f"site.yml {result.status}"
+            elif result.failures:
+                # Ansible ends a playbook when every host of a play failed: later plays never ran here.
+                first = next(iter(result.failures.values()))
+                reason = f"site.yml stopped before this host's plays ran, after: {first.render()}"
             else:
                 reason = f"site.yml exited {result.rc} before this host finished; log: {result.log}"
             ctx.journal.mark_failed(name, "configured", reason)

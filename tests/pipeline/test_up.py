@@ -30,6 +30,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "")
     monkeypatch.setenv("CF_TEST_FAIL_CERT", "")
     monkeypatch.setenv("CF_TEST_DIE", "")
+    monkeypatch.setenv("CF_TEST_HEAD_LAST", "")
     spec, _ = load_spec(ROOT / "stacks" / "local.yaml")
     pools = [p.model_copy(update={"count": 3}) if p.role == "gpu" else p for p in spec.node_pools]
     spec = spec.model_copy(update={"stack": "pt-up", "node_pools": pools})
@@ -166,3 +167,18 @@ def test_failed_head_blocks_the_compute_nodes(world: dict, monkeypatch: pytest.M
         reason = outcome.progress[node].reason
         assert reason.startswith("head node head-001 failed") and "no Slurm controller" in reason
     assert not any(c[0] == "scontrol" for c in world["slurm"].calls)  # nothing held or admitted
+
+
+def test_compute_failures_that_stop_the_playbook_are_not_blamed_on_the_head(
+    world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every compute node fails the first play: Ansible ends the playbook before the head's plays.
+    monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "node-001,node-002,node-003")
+    monkeypatch.setenv("CF_TEST_HEAD_LAST", "1")
+    outcome, _ = run_up(world)
+    for node in ("node-001", "node-002", "node-003"):
+        assert outcome.progress[node].reason.startswith("TASK [Install the pinned package] failed on " + node)
+    head = outcome.progress["head-001"].reason
+    assert head.startswith(
+        "site.yml stopped before this host's plays ran, after: TASK [Install the pinned package]"
+    )
