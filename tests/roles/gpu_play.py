@@ -38,7 +38,13 @@ def write_inventory(path: Path, groups: dict[str, dict[str, Any]]) -> Path:
 
 
 def run_play(
-    work: Path, inventory: Path, env: dict[str, str], *, check: bool = False, limit: str | None = None
+    work: Path,
+    inventory: Path,
+    env: dict[str, str],
+    *,
+    check: bool = False,
+    limit: str | None = None,
+    extravars: dict[str, Any] | None = None,
 ) -> PlayOutcome:
     import ansible_runner
 
@@ -61,6 +67,7 @@ def run_play(
         envvars=envvars,
         cmdline="--check --diff" if check else None,
         limit=limit,
+        extravars=extravars or {},
         quiet=True,
     )
     outcome = PlayOutcome(rc=int(result.rc), status=str(result.status), stats=dict(result.stats or {}))

@@ -50,8 +50,17 @@ class Converged:
     def holds(self, node: str) -> set[str]:
         return set(self.sh(node, "apt-mark showhold").split())
 
-    def play(self, name: str, *, check: bool = False, limit: str | None = None) -> PlayOutcome:
-        return run_play(self.work / name, self.inventory, self.env, check=check, limit=limit)
+    def play(
+        self,
+        name: str,
+        *,
+        check: bool = False,
+        limit: str | None = None,
+        extravars: dict[str, Any] | None = None,
+    ) -> PlayOutcome:
+        return run_play(
+            self.work / name, self.inventory, self.env, check=check, limit=limit, extravars=extravars
+        )
 
 
 def _group_vars(repo: nvidia_repo.NvidiaRepo) -> dict[str, dict[str, Any]]:
@@ -219,6 +228,18 @@ def test_drift_is_reported_by_check_and_repaired(converged: Converged) -> None:
     assert converged.installed(CUDA_NODE, "libnccl2") == converged.repo.pinned("libnccl2")
     assert converged.installed(CUDA_NODE, "libnccl-dev") == converged.repo.pinned("libnccl-dev")
     assert {"libnccl2", "libnccl-dev"} <= converged.holds(CUDA_NODE)
+
+
+def test_driver_version_missing_from_the_archive_is_named(converged: Converged) -> None:
+    # The failure the local stack met: a 535 release Debian no longer carries. The role stops before
+    # installing anything and lists what the archive offers.
+    gone = converged.play("gone", limit=DISTRO_NODE, extravars={"nvidia_driver_version": "535.247.01"})
+    assert gone.rc != 0
+    message = " ".join(gone.failures.get(DISTRO_NODE, []))
+    assert "nvidia-smi=535.247.01-* is not offered by the distro source" in message, gone.explain()
+    assert f"{DISTRO_DRIVER}-" in message and "Set software.driver.version" in message
+    assert not gone.changed_tasks.get(DISTRO_NODE), gone.changed_tasks
+    assert converged.installed(DISTRO_NODE, "nvidia-smi").startswith(DISTRO_DRIVER + "-")
 
 
 def test_repo_is_signed_and_indexed(converged: Converged) -> None:
