@@ -137,3 +137,17 @@ def test_test_task_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "collected no tests" in result.stderr
+
+
+def test_test_task_selects_by_marker_expression(tmp_path: Path) -> None:
+    """A quoted marker expression reaches pytest whole (text after `--` is re-split by invoke)."""
+    (tmp_path / "test_marks.py").write_text(
+        "import pytest\n\n"
+        "@pytest.mark.integration\n"
+        "def test_slow():\n    pass\n\n"
+        "def test_fast():\n    pass\n"
+    )
+    env = {"PYTEST_ADDOPTS": f"-p no:cacheprovider --rootdir {ROOT} -c {ROOT / 'pyproject.toml'}"}
+    result = invoke("test", "--path", str(tmp_path), "--marks", "not integration", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed, 1 deselected" in result.stdout

@@ -20,12 +20,15 @@ def _bin(name: str) -> str:
 
 
 @task(help={"path": "test path(s) to run instead of tests/ (space separated)"})
-def test(c: Context, path: str = "tests") -> None:
+def test(c: Context, path: str = "tests", marks: str = "") -> None:
     """Run pytest over tests/ with this venv's Python.
 
-    Extra pytest arguments go after `--`, e.g. `invoke test -- -k spec -x`. Exits with pytest's
-    code; no tests collected (pytest's 5) is a failure."""
-    cmd = f"{shlex.quote(sys.executable)} -m pytest {path} {c.remainder}".strip()
+    `--marks "not integration"` selects by marker (pytest -m; the fast tests, no containers).
+    Extra pytest arguments go after `--`, e.g. `invoke test -- -k spec -x` (invoke joins them
+    with spaces, so pass quoted expressions through --marks). Exits with pytest's code; no
+    tests collected (pytest's 5) is a failure."""
+    select = f"-m {shlex.quote(marks)}" if marks else ""
+    cmd = f"{shlex.quote(sys.executable)} -m pytest {shlex.quote(path)} {select} {c.remainder}".strip()
     result = c.run(cmd, warn=True, pty=False, env={"PYTHONDONTWRITEBYTECODE": "1"})
     code = result.exited if result is not None else 1
     if code == PYTEST_NO_TESTS:
