@@ -22,11 +22,18 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--engine", choices=["auto", "podman", "docker"], default="auto")
     build.add_argument("--suite", default="bookworm")
     sub.add_parser("env", help="print export lines selecting the project's podman configuration")
+    sub.add_parser("prune", help="remove node images of older recipes that no container uses")
     args = parser.parse_args(argv)
     try:
         if args.command == "env":
             for key, value in config.write_podman_config().items():
                 print(f"export {key}={value}")
+            return 0
+        if args.command == "prune":
+            engine = detect_engine()
+            keep = image.image_tag(engine.name, "bookworm", image.machine_mirrors("bookworm"))
+            for tag in image.prune_images(engine, keep):
+                print(f"removed {tag}")
             return 0
         engine = detect_engine(args.engine)
         started = time.monotonic()

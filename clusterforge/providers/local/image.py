@@ -308,3 +308,20 @@ def ensure_image(
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return tag, True
+
+
+def prune_images(engine: Engine, keep: str) -> list[str]:
+    """Remove node images other than ``keep`` that no container uses; return the removed tags.
+
+    Not done after every build on purpose: a session still running older code may be about to
+    start containers from its image.
+    """
+    repo = keep.rsplit(":", 1)[0]
+    listed = engine.run(
+        "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"reference={repo}"
+    ).stdout
+    removed = []
+    for tag in sorted(set(listed.split()) - {keep}):
+        if engine.run("rmi", tag, check=False).returncode == 0:  # refused while a container uses it
+            removed.append(tag)
+    return removed

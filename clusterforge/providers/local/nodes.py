@@ -9,6 +9,7 @@ archive cache volume (label ``clusterforge.cache=apt``), which ``destroy`` keeps
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +26,12 @@ LABEL_POOL = "clusterforge.pool"
 LABEL_ROLE = "clusterforge.role"
 LABEL_TYPE = "clusterforge.instance_type"
 LABEL_CACHE = "clusterforge.cache"
+LABEL_ADDRESS = "clusterforge.address"
 
 APT_CACHE_VOLUME = "clusterforge-apt-cache"
 BOOT_TIMEOUT_S = 180.0
 REMOTE_TMP = "/var/tmp/.ansible-tmp"
+FIRST_HOST_OFFSET = 9  # hosts() index 9 = .10: .1 is the gateway, the rest kept free for hand-made containers
 # Filled by scripts/setup.d/45-roles-cluster.sh (pip install --target): torch for the nodes' checks.
 NODE_TORCH_DIR = REPO_ROOT / ".clusterforge" / "node-torch"
 NODE_TORCH_MOUNT = "/opt/clusterforge/torch"
@@ -83,7 +86,30 @@ def connection_vars(engine: Engine, container: str) -> dict[str, str]:
     return {"ansible_connection": "community.docker.docker", **common}
 
 
-def run_argv(engine: Engine, spec: ClusterSpec, node: NodeDef, image: str, apt_cache: bool) -> list[str]:
+def free_addresses(spec: ClusterSpec, taken: set[str]) -> Iterator[str]:
+    """Addresses for new nodes: from .10 of the stack network up, skipping ``taken``.
+
+    Fixed at creation (``--ip``), so a node keeps its address across restarts: with dynamic
+    addresses a restarted node came back with another one, and anything rendered from the old
+    address (inventory, Slurm) went stale.
+    """
+    network = spec.provider.network_cidr if spec.provider.kind == "local" else None
+    if network is None:
+        return
+    for offset, host in enumerate(network.hosts()):
+        if offset >= FIRST_HOST_OFFSET and str(host) not in taken:
+            yield str(host)
+
+
+def run_argv(
+    engine: Engine,
+    spec: ClusterSpec,
+    node: NodeDef,
+    image: str,
+    apt_cache: bool,
+    address: str = "",
+    hosts: dict[str, str] | None = None,
+) -> list[str]:
     """The ``<engine> run`` arguments for one node container."""
     labels = {
         LABEL_STACK: spec.stack,
@@ -93,7 +119,15 @@ def run_argv(engine: Engine, spec: ClusterSpec, node: NodeDef, image: str, apt_c
         LABEL_TYPE: node.instance_type,
     }
     argv = ["run", "-d", "--name", node.container, "--hostname", node.name]
-    argv += ["--network", network_name(spec.stack), "--network-alias", node.name]
+    argv += ["--network", network_name(spec.stack)]
+    if address:
+        argv += ["--ip", address, "--label", f"{LABEL_ADDRESS}={address}"]
+    # Peers by name through /etc/hosts, not the network's DNS server: aardvark-dns is restarted
+    # whenever a container of the network starts, and meanwhile the other nodes' lookups (of peers
+    # and of the Debian mirror) failed or hung (apt-get update hung for good after a node restart).
+    for peer, peer_address in sorted((hosts or {}).items()):
+        if peer != node.name:
+            argv += ["--add-host", f"{peer}:{peer_address}"]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
     # NET_ADMIN: the network checks and fault injection use tc inside the node's own namespace.
@@ -130,7 +164,9 @@ def _state(info: dict[str, Any]) -> str:
 
 def _address(info: dict[str, Any], network: str) -> str:
     networks = info.get("NetworkSettings", {}).get("Networks") or {}
-    return str((networks.get(network) or {}).get("IPAddress", ""))
+    live = str((networks.get(network) or {}).get("IPAddress", ""))
+    # A stopped container shows no address; the label keeps the one fixed at creation.
+    return live or str((info.get("Config", {}).get("Labels") or {}).get(LABEL_ADDRESS, ""))
 
 
 def plan(engine: Engine, spec: ClusterSpec) -> list[PlannedNode]:
@@ -148,7 +184,8 @@ def ensure_network(engine: Engine, spec: ClusterSpec) -> None:
     if engine.run("network", "inspect", name, check=False).returncode == 0:
         return
     cidr = str(spec.provider.network_cidr) if spec.provider.kind == "local" else ""
-    engine.run("network", "create", "--subnet", cidr, "--label", f"{LABEL_STACK}={spec.stack}", name)
+    no_dns = ["--disable-dns"] if engine.name == "podman" else []  # names come from /etc/hosts (see run_argv)
+    engine.run("network", "create", *no_dns, "--subnet", cidr, "--label", f"{LABEL_STACK}={spec.stack}", name)
 
 
 def ensure_volumes(engine: Engine, spec: ClusterSpec, apt_cache: bool) -> None:
@@ -196,12 +233,23 @@ def create(
     ensure_volumes(engine, spec, apt_cache)
     existing = _inspect_by_node(engine, spec.stack)
     defs = node_defs(spec)
+    hosts = {name: _address(info, network_name(spec.stack)) for name, info in existing.items()}
+    addresses = free_addresses(spec, set(hosts.values()))
+    for node in defs:
+        if node.name not in existing:
+            hosts[node.name] = next(addresses, "")
+            if not hosts[node.name]:
+                raise ProviderError(
+                    f"provider.network_cidr: {spec.provider.network_cidr} has no free address for {node.name}: "
+                    "choose a larger network (e.g. a /22)"
+                )
+    hosts = {name: address for name, address in hosts.items() if address}
     for node in defs:
         info = existing.get(node.name)
         if info is None:
-            progress(node.name, "creating container")
+            progress(node.name, f"creating container ({hosts[node.name]})")
             try:
-                engine.run(*run_argv(engine, spec, node, image, apt_cache))
+                engine.run(*run_argv(engine, spec, node, image, apt_cache, hosts[node.name], hosts))
             except EngineError as exc:
                 if "already in use" in exc.stderr:
                     raise ProviderError(
@@ -222,7 +270,18 @@ def create(
 
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(defs)))) as pool:
         list(pool.map(boot, defs))
+        # Nodes made before others were added do not know them yet.
+        list(pool.map(lambda node: sync_hosts(engine, node.container, hosts), defs))
     return nodes(engine, spec)
+
+
+def sync_hosts(engine: Engine, container: str, hosts: dict[str, str]) -> None:
+    """Add a line ``ADDRESS NAME`` to the node's /etc/hosts for every node it lacks."""
+    script = "".join(
+        f'grep -qE "^{address}[[:space:]]+{name}([[:space:]]|$)" /etc/hosts || echo "{address} {name}" >> /etc/hosts\n'
+        for name, address in sorted(hosts.items())
+    )
+    engine.exec(container, "sh", "-c", script)
 
 
 def nodes(engine: Engine, spec: ClusterSpec) -> list[Node]:
