@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _COUNTED = {
@@ -35,6 +35,7 @@ class HostProgress:
     unreachable: int = 0
     skipped: int = 0
     ignored: int = 0
+    changed_tasks: list[str] = field(default_factory=list)  # what a converged re-run should not show
 
     @property
     def broken(self) -> bool:
@@ -137,6 +138,7 @@ class ProgressModel:
         setattr(progress, counter, getattr(progress, counter) + 1)
         if kind == "runner_on_ok" and res.get("changed"):
             progress.changed += 1
+            progress.changed_tasks.append(f"{data.get('role')} : {task}" if data.get("role") else task)
         if kind in ("runner_on_failed", "runner_on_unreachable") and host not in self.failures:
             self.failures[host] = TaskFailure(
                 host=host,

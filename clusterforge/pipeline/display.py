@@ -85,7 +85,9 @@ class Board:
             elif p.reason:
                 row.detail = p.reason
             self._refresh()
-        if p.status is not Status.WAITING or p.reason:
+        if p.status is Status.WAITING and p.passed and p.passed[-1] in p.notes:
+            self._say(p.name, f"{p.passed[-1]}: done - {p.notes[p.passed[-1]]}")
+        elif p.status is not Status.WAITING or p.reason:
             self._say(p.name, f"{p.stage}: {p.status.value}" + (f" - {p.reason}" if p.reason else ""))
 
     def host(self, h: HostProgress) -> None:

@@ -67,6 +67,7 @@ class NodeProgress:
     reason: str = ""
     changed: int = 0
     passed: list[str] = field(default_factory=list)  # stages passed
+    notes: dict[str, str] = field(default_factory=dict)  # stage -> what it said when it passed
 
     def passed_stage(self, stage: str) -> bool:
         return stage in self.passed
@@ -167,6 +168,8 @@ class Scheduler:
             self._set(p, Status.FAILED, result.reason or f"{stage.name} failed")
             return
         p.passed.append(stage.name)
+        if result.reason:
+            p.notes[stage.name] = result.reason
         nxt = self._stage_index(stage.name) + 1
         if nxt == len(self.stages):
             self._set(p, Status.DONE, result.reason)

@@ -119,7 +119,14 @@ class ConfigureStage(BaseStage):
                     ctx.journal.invalidate(name, "certified")
                     ctx.board.note(name, f"{changed} change(s) on a certified node: certification is stale")
                 ctx.journal.mark_done(name, "configured")
-                out[name] = StageResult(True, f"{changed} changed", changed=changed)
+                what = (
+                    ", ".join(host.changed_tasks[:3]) + (" …" if len(host.changed_tasks) > 3 else "")
+                    if host
+                    else ""
+                )
+                out[name] = StageResult(
+                    True, f"{changed} changed" + (f": {what}" if what else ""), changed=changed
+                )
                 continue
             elif result.status in ("canceled", "timeout"):
                 reason = f"site.yml {result.status}"

@@ -102,7 +102,10 @@ def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
             result = "[green]certified[/green]" if rec.verdict == "pass" else "[green]ok[/green]"
         else:
             result = f"[red]{p.status.value} at {p.stage}[/red]"
-        table.add_row(name, role, result, str(p.changed), escape(p.reason))
+        detail = p.reason
+        if p.status is Status.DONE and "configure" in p.notes:
+            detail = f"{p.notes['configure']}; {p.reason}"
+        table.add_row(name, role, result, str(p.changed), escape(detail))
     console.print(table)
     html = ctx.paths.reports / "report.html"
     reports = f"{html}" if html.exists() else f"{ctx.paths.reports}"

@@ -45,6 +45,7 @@ def test_failing_task_and_host_extracted() -> None:
     dark = model.failures["host-c"]
     assert dark.unreachable and dark.task == "Write a marker file" and "Connection refused" in dark.message
     assert not model.hosts["host-a"].broken and model.hosts["host-b"].broken
+    assert model.hosts["host-a"].changed_tasks == ["Write a marker file"]
 
 
 def test_current_task_follows_runner_on_start() -> None:

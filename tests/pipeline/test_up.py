@@ -59,6 +59,8 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
         for c in slurm.calls
     )
     assert outcome.changed == 4  # one marker per node (head included)
+    assert outcome.progress["node-001"].notes["configure"] == "1 changed: Converge a marker"
+    assert "1 changed: Converge a marker; certified and admitted" in text
     journal = Journal("pt-up")
     assert all(journal.record(f"node-00{i}").verdict == "pass" for i in (1, 2, 3))
     assert (world["tmp"] / "inv" / "pt-up" / "hosts.yml").exists()
