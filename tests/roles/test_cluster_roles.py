@@ -264,9 +264,15 @@ def test_health_check_drains_a_failing_node_in_service_once(cluster: Cluster) ->
     cluster.stack.exec(cluster.head, "scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
     try:
         assert not _sinfo(cluster)[node][0].startswith("drain")
-        cluster.stack.exec(node, "/usr/local/sbin/clusterforge-healthcheck", timeout=90)
+        said = cluster.stack.exec(
+            node,
+            "sh",
+            "-c",
+            "/usr/local/sbin/clusterforge-healthcheck 2>&1; scontrol -o show node " + node,
+            timeout=90,
+        )
         state, reason = _sinfo(cluster)[node]
-        assert state.startswith("drain"), (state, reason)
+        assert state.startswith("drain"), f"{state} {reason}\n{said}"
         assert reason.startswith("clusterforge: healthcheck: software-versions: "), reason
         assert "99.1.1" in reason
         # Drained by clusterforge: the next health check leaves the node (and its reason) to the pipeline.
