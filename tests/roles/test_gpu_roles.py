@@ -172,6 +172,9 @@ def test_distro_driver_userland_from_debian_non_free(converged: Converged) -> No
     for package in DISTRO_PACKAGES:
         assert converged.installed(DISTRO_NODE, package).startswith(DISTRO_DRIVER + "-")
         assert package in holds
+    # Debian builds nvidia-persistenced from its own source (its own version): held, not pinned.
+    assert "nvidia-persistenced" in holds
+    assert converged.sh(DISTRO_NODE, "systemctl is-enabled nvidia-persistenced").strip() == "enabled"
     # The real nvidia-smi is there, and without a GPU it fails with its own message.
     out = converged.sh(DISTRO_NODE, "nvidia-smi 2>&1; echo rc=$?", check=False)
     assert "rc=0" not in out
@@ -212,10 +215,11 @@ def test_drift_is_reported_by_check_and_repaired(converged: Converged) -> None:
     )
     assert converged.installed(CUDA_NODE, "libnccl2") == old
 
-    # --check on the node: the drifted packages are the only change it reports (the rest of the
-    # converged stack, pins, holds, repository and units, reports nothing).
-    check = converged.play("drift-check", check=True, limit=CUDA_NODE)
+    # --check: the drifted packages are the only change it reports (the rest of the converged
+    # stack, pins, holds, repository and units, and the untouched distro node report nothing).
+    check = converged.play("drift-check", check=True)
     assert check.rc == 0, check.explain()
+    assert check.changed(DISTRO_NODE) == 0, check.changed_tasks
     # apt-get --allow-change-held-packages also drops the hold: the role reports re-holding too.
     nccl_tasks = {"Install NCCL 2.26.2-1+cuda12.8", "Hold the NCCL packages"}
     changed = check.changed_tasks.get(CUDA_NODE, [])
