@@ -265,6 +265,11 @@ def create(
 
     def boot(node: NodeDef) -> str:
         state = wait_booted(engine, node.container)
+        if state == "degraded":  # up, but say which units failed
+            failed = engine.exec(
+                node.container, "systemctl", "--failed", "--no-legend", "--plain", check=False
+            )
+            state += f" (failed units: {', '.join(line.split()[0] for line in failed.splitlines() if line.split())})"
         progress(node.name, f"systemd {state}")
         return state
 
