@@ -253,8 +253,13 @@ def test_certify_playbook_runs_the_suite_and_fetches_the_report(cluster: Cluster
 
 def test_health_check_drains_a_failing_node_in_service_once(cluster: Cluster) -> None:
     node = cluster.compute[1]
-    # A node in service whose Slurm packages are not the pinned version: the quick checks fail.
-    wrong = {"schema_version": 1, "node": node, "instance_type": "local", "software": {"slurm": "99.1.1"}}
+    # A node in service whose shared filesystem is missing: the health check's quick checks fail.
+    wrong = {
+        "schema_version": 1,
+        "node": node,
+        "instance_type": "local",
+        "shared_storage": {"path": "/shared-gone"},
+    }
     cluster.stack.exec(
         node,
         "sh",
@@ -273,8 +278,8 @@ def test_health_check_drains_a_failing_node_in_service_once(cluster: Cluster) ->
         )
         state, reason = _sinfo(cluster)[node]
         assert state.startswith("drain"), f"{state} {reason}\n{said}"
-        assert reason.startswith("clusterforge: healthcheck: software-versions: "), reason
-        assert "99.1.1" in reason
+        assert reason.startswith("clusterforge: healthcheck: shared-storage: "), reason
+        assert "/shared-gone" in reason
         # Drained by clusterforge: the next health check leaves the node (and its reason) to the pipeline.
         cluster.stack.exec(node, "/usr/local/sbin/clusterforge-healthcheck", timeout=90)
         assert _sinfo(cluster)[node] == (state, reason)
