@@ -32,7 +32,8 @@ class DpkgRunner(FakeRunner):
             return super().__call__(argv, timeout)
         self.calls.append(list(argv))
         rows = [
-            f"{p}\t{v}\tii \n"
+            # a value is a version ("ii": installed) or (version, dpkg's Status-Abbrev)
+            "{}\t{}\t{}\n".format(p, *(v if isinstance(v, tuple) else (v, "ii ")))
             for p, v in self.installed.items()
             if any(fnmatch.fnmatch(p, g) for g in argv[4:])
         ]
@@ -113,3 +114,15 @@ def test_python_runtime_reads_torch_without_importing_it(tmp_path) -> None:
     cfg["software"]["torch"] = "1.0.0"
     result = run_check(PythonRuntime(), make_context(cfg, FakeRunner({})))
     assert result.status == "fail" and result.summary.startswith("torch: expected 1.0.0, found 2.13.0")
+
+
+def test_held_packages_count_as_installed_and_removed_ones_do_not() -> None:
+    """The roles hold every pinned package: dpkg shows those as "hi ", and they must be checked."""
+    cfg = {"schema_version": 1, "node": "n", "instance_type": "local", "software": {"slurm": "22.05.8"}}
+    held = dpkg_answer({"slurmd": ("22.05.7-1", "hi ")})
+    result = run_check(SoftwareVersions(), make_context(cfg, held))
+    assert result.status == "fail"
+    assert result.summary.startswith("slurm: expected 22.05.8, found slurmd 22.05.7-1")
+    removed = dpkg_answer({"slurmd": ("22.05.7-1", "rc "), "slurm-wlm": ("22.05.8-4+deb12u3", "hi ")})
+    result = run_check(SoftwareVersions(), make_context(cfg, removed))
+    assert result.status == "pass", result.summary

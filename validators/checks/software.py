@@ -140,7 +140,9 @@ def query_packages(ctx: Context, out: Outcome, patterns: Sequence[str]) -> Optio
     found = []
     for line in stdout.splitlines():
         parts = line.split("\t")
-        if len(parts) == 3 and parts[2].startswith("ii") and parts[1]:
+        # Status-Abbrev: wanted action, then the package's state: "ii" installed, "hi" installed
+        # and held (every package the roles pin), "rc" removed with its config left, "un" unknown.
+        if len(parts) == 3 and parts[2][1:2] == "i" and parts[1]:
             found.append((parts[0], parts[1]))
     return found
 
