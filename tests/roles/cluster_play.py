@@ -88,6 +88,7 @@ def run_play(
     *,
     extravars: dict[str, Any] | None = None,
     limit: str | None = None,
+    check: bool = False,
 ) -> PlayOutcome:
     import ansible_runner
 
@@ -110,6 +111,7 @@ def run_play(
         envvars=envvars,
         extravars=extravars or {},
         limit=limit,
+        cmdline="--check --diff" if check else None,
         quiet=True,
     )
     outcome = PlayOutcome(rc=int(result.rc), status=str(result.status), stats=dict(result.stats or {}))

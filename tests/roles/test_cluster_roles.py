@@ -95,6 +95,13 @@ def test_second_converge_changes_nothing(cluster: Cluster) -> None:
     assert sum(cluster.second.stats.get("changed", {}).values()) == 0
 
 
+def test_check_mode_on_the_converged_cluster_reports_nothing_to_do(cluster: Cluster) -> None:
+    checked = run_play(cluster.work / "check", CLUSTER_PLAYBOOK, cluster.inventory, check=True)
+    assert checked.rc == 0, checked.explain()
+    assert checked.changed_tasks == {}, checked.changed_tasks
+    assert cluster.munge_key.read_text() not in checked.event_text  # --diff never shows the key
+
+
 def test_compute_nodes_join_held_then_run_a_job_after_resume(cluster: Cluster) -> None:
     rows = _sinfo(cluster)
     for node in cluster.compute:
