@@ -1,6 +1,6 @@
 """Converge the cluster roles (playbooks/cluster.yml) on container nodes through ansible-runner.
 
-The inventory is written here from the role variables documented in .coord/INTERFACES.md
+The inventory is written here from the role variables documented in docs/INTERFACES.md
 ("Role variables (cluster roles)"), not through the pipeline's renderer, so these tests pin the
 roles' own API.
 """

@@ -64,7 +64,7 @@ class Converged:
 
 
 def _group_vars(repo: nvidia_repo.NvidiaRepo) -> dict[str, dict[str, Any]]:
-    """The group_vars the pipeline renders from a spec (see .coord/INTERFACES.md, gpu roles)."""
+    """The group_vars the pipeline renders from a spec (see docs/INTERFACES.md, gpu roles)."""
     enroot_base = repo.url + "/" + repo.files["enroot"].split("/v3.5.0/")[0]
     cuda_repo = {
         "nvidia_driver_branch": "570",
