@@ -6,64 +6,11 @@ from __future__ import annotations
 import pytest
 
 from clusterforge.certify.admission import HOLD_REASON, Admission, AdmissionError, failure_reason
-
-
-class FakeSlurm:
-    def __init__(self, nodes: dict[str, tuple[str, str]]):
-        self.nodes = {n: {"state": s, "reason": r} for n, (s, r) in nodes.items()}
-        self.reservation: list[str] | None = None
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: list[str]) -> tuple[int, str, str]:
-        self.calls.append(argv)
-        args = dict(a.split("=", 1) for a in argv if "=" in a)
-        if argv[:1] == ["sinfo"]:
-            rows = []
-            for name, n in self.nodes.items():
-                state = n["state"]
-                if self.reservation and name in self.reservation:
-                    state = "maint" if state == "idle" else state + "$"
-                rows.append(f"{name} {state} {n['reason'] or 'none'}")
-            return 0, "\n".join(rows) + "\n", ""
-        if argv[:3] == ["scontrol", "show", "reservation"]:
-            if not self.reservation:
-                return 0, "No reservations in the system\n", ""
-            return (
-                0,
-                (
-                    f"ReservationName=clusterforge_cert StartTime=2026-11-30T03:29:04 EndTime=2026-11-30T05:29:04 Duration=02:00:00\n"
-                    f"   Nodes={','.join(self.reservation)} NodeCnt={len(self.reservation)} CoreCnt=2 Features=(null) "
-                    f"PartitionName=(null) Flags=MAINT,IGNORE_JOBS,SPEC_NODES\n   State=ACTIVE\n\n"
-                ),
-                "",
-            )
-        if argv[:3] == ["scontrol", "create", "reservation"]:
-            assert self.reservation is None
-            assert "Flags=MAINT,IGNORE_JOBS" in argv and "Users=root" in argv
-            self.reservation = args["Nodes"].split(",")
-            return 0, "Reservation created: clusterforge_cert\n", ""
-        if argv[:2] == ["scontrol", "delete"]:
-            self.reservation = None
-            return 0, "", ""
-        if argv[:2] == ["scontrol", "update"] and "ReservationName" in args:
-            self.reservation = args["Nodes"].split(",")
-            return 0, "Reservation updated.\n", ""
-        if argv[:2] == ["scontrol", "update"] and "NodeName" in args:
-            node = self.nodes.get(args["NodeName"])
-            if node is None:
-                return 1, "", "slurm_update error: Invalid node name specified\n"
-            if args["State"] == "RESUME":
-                if node["state"] != "drained":
-                    return 1, "", "slurm_update error: Invalid node state specified\n"
-                node.update(state="idle", reason="")
-            elif args["State"] == "DRAIN":
-                node.update(state="drained", reason=args["Reason"])
-            return 0, "", ""
-        raise AssertionError(f"unexpected command {argv}")
+from tests.pipeline.fakes import FakeSlurm
 
 
 def test_hold_puts_nodes_in_reservation_and_resumes_them_inside_it() -> None:
-    slurm = FakeSlurm({"node-001": ("drained", HOLD_REASON), "node-002": ("idle", "")})
+    slurm = FakeSlurm(nodes={"node-001": ("drained", HOLD_REASON), "node-002": ("idle", "")})
     adm = Admission(slurm)
     adm.hold(["node-001", "node-002"])
     states = adm.nodes()
@@ -77,7 +24,7 @@ def test_hold_puts_nodes_in_reservation_and_resumes_them_inside_it() -> None:
 
 
 def test_release_makes_node_serving_and_ends_empty_reservation() -> None:
-    slurm = FakeSlurm({"node-001": ("idle", ""), "node-002": ("idle", "")})
+    slurm = FakeSlurm(nodes={"node-001": ("idle", ""), "node-002": ("idle", "")})
     adm = Admission(slurm)
     adm.hold(["node-001", "node-002"])
     adm.release("node-001")
@@ -87,7 +34,7 @@ def test_release_makes_node_serving_and_ends_empty_reservation() -> None:
 
 
 def test_fail_drains_with_check_reason_and_leaves_hold() -> None:
-    slurm = FakeSlurm({"node-001": ("idle", ""), "node-002": ("idle", "")})
+    slurm = FakeSlurm(nodes={"node-001": ("idle", ""), "node-002": ("idle", "")})
     adm = Admission(slurm)
     adm.hold(["node-001", "node-002"])
     reason = adm.fail("node-002", "preflight-versions", "nccl 2.18.1 installed, 2.26.2 pinned\nmore")
@@ -102,14 +49,14 @@ def test_fail_drains_with_check_reason_and_leaves_hold() -> None:
 
 
 def test_recertifying_a_failed_node_resumes_it_inside_the_hold() -> None:
-    slurm = FakeSlurm({"node-001": ("drained", "clusterforge: burnin: 3 GFLOP/s < 10")})
+    slurm = FakeSlurm(nodes={"node-001": ("drained", "clusterforge: burnin: 3 GFLOP/s < 10")})
     adm = Admission(slurm)
     adm.hold(["node-001"])
     assert not adm.nodes()["node-001"].drained and slurm.reservation == ["node-001"]
 
 
 def test_a_persons_drain_is_left_alone() -> None:
-    slurm = FakeSlurm({"node-001": ("drained", "bad fan, ticket 42")})
+    slurm = FakeSlurm(nodes={"node-001": ("drained", "bad fan, ticket 42")})
     adm = Admission(slurm)
     adm.hold(["node-001"])
     adm.release("node-001")
@@ -117,7 +64,7 @@ def test_a_persons_drain_is_left_alone() -> None:
 
 
 def test_unknown_node_is_a_clear_error() -> None:
-    adm = Admission(FakeSlurm({"node-001": ("idle", "")}))
+    adm = Admission(FakeSlurm(nodes={"node-001": ("idle", "")}))
     with pytest.raises(AdmissionError, match="node-404: not known to Slurm"):
         adm.hold(["node-404"])
 
@@ -135,6 +82,6 @@ def test_failure_reason_is_one_bounded_line() -> None:
 
 
 def test_wait_registered_reports_missing() -> None:
-    adm = Admission(FakeSlurm({"node-001": ("idle", "")}))
+    adm = Admission(FakeSlurm(nodes={"node-001": ("idle", "")}))
     assert adm.wait_registered(["node-001"], timeout_s=0) == []
     assert adm.wait_registered(["node-001", "node-002"], timeout_s=0, poll_s=0) == ["node-002"]

@@ -70,8 +70,11 @@ class FakeProvider:
 class FakeSlurm:
     """The head node: sinfo, scontrol, sbatch (runs the network check at once), a tiny shared fs."""
 
-    def __init__(self, slow: set[str] | None = None) -> None:
-        self.nodes: dict[str, dict[str, str]] = {}
+    def __init__(self, slow: set[str] | None = None, nodes: dict[str, tuple[str, str]] | None = None) -> None:
+        # nodes: name -> (sinfo state, reason), for tests that start from a given cluster
+        self.nodes: dict[str, dict[str, str]] = {
+            n: {"state": s, "reason": r} for n, (s, r) in (nodes or {}).items()
+        }
         self.reservation: list[str] | None = None
         self.files: dict[str, str] = {}
         self.calls: list[list[str]] = []
@@ -113,6 +116,8 @@ class FakeSlurm:
                 "",
             )
         if argv[:3] == ["scontrol", "create", "reservation"]:
+            assert self.reservation is None, "the hold reservation is created once, then updated"
+            assert "Flags=MAINT,IGNORE_JOBS" in argv and "Users=root" in argv
             self.reservation = args["Nodes"].split(",")
             return 0, "Reservation created: clusterforge_cert\n", ""
         if argv[:2] == ["scontrol", "delete"]:
