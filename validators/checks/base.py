@@ -65,8 +65,10 @@ class Check:
     """One check. Subclasses set the class attributes and implement ``run``.
 
     ``applies`` returns None when the check applies to this node, else the reason it does not
-    (the result is then ``skip``). ``run`` must not pass when it could not measure: a missing
-    tool or a tool that fails is a ``fail`` with the tool's own message.
+    (the result is then ``skip``); a check whose ``needs`` name "gpu" is skipped on a node
+    without one, and a subclass adding conditions starts from ``super().applies``. ``run`` must
+    not pass when it could not measure: a missing tool or a tool that fails is a ``fail`` with
+    the tool's own message.
     """
 
     id: str = ""
@@ -76,7 +78,7 @@ class Check:
     measures: str = ""
 
     def applies(self, config: NodeConfig) -> Optional[str]:
-        return None
+        return needs_gpu(config) if "gpu" in self.needs else None
 
     def run(self, ctx: Context) -> CheckResult:
         raise NotImplementedError

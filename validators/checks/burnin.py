@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Optional
 
-from validators.checks.base import NVIDIA_SMI_XML, Check, Context, needs_gpu
+from validators.checks.base import NVIDIA_SMI_XML, Check, Context
 from validators.checks.checkpoint import last_json, tail
 from validators.checks.gpu import bad_throttle, gpu_label
 from validators.checks.system import read_kernel_log, xid_events
@@ -190,7 +190,7 @@ class DcgmDiag(Check):
     measures = "dcgmi diag -r 3 (standard) / -r 4 (full) -j: every test passes (read from its JSON)"
 
     def applies(self, config) -> Optional[str]:
-        reason = needs_gpu(config)
+        reason = super().applies(config)
         if reason:
             return reason
         return None if "dcgm" in config.software else "not applicable: NODE.json pins no DCGM (software.dcgm)"
@@ -236,7 +236,7 @@ class GpuBurn(Check):
     measures = "gpu-burn for durations.burnin_seconds: every GPU reports OK (read from its output; it exits 0 even when a GPU is faulty)"
 
     def applies(self, config) -> Optional[str]:
-        reason = needs_gpu(config)
+        reason = super().applies(config)
         if reason:
             return reason
         return None if config.gpu_burn_path else "not applicable: NODE.json sets no gpu_burn.path"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from validators.checks.base import Check, Context, needs_gpu
+from validators.checks.base import Check, Context
 from validators.result import CheckResult, Outcome
 from validators.runner import describe_failure
 
@@ -48,7 +48,7 @@ class NvLink(Check):
     )
 
     def applies(self, config) -> Optional[str]:
-        reason = needs_gpu(config)
+        reason = super().applies(config)
         if reason:
             return reason
         if not config.nvlink_links_per_gpu:
@@ -111,7 +111,7 @@ class GpuTopology(Check):
     measures = "nvidia-smi topo -m: every GPU pair is connected by NVLink (NV#) on NVSwitch systems; the matrix is recorded"
 
     def applies(self, config) -> Optional[str]:
-        reason = needs_gpu(config)
+        reason = super().applies(config)
         if reason:
             return reason
         return None if config.gpu_count > 1 else "not applicable: a single GPU has no GPU-to-GPU links"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, List, Optional
 
-from validators.checks.base import NVIDIA_SMI_XML, Check, Context, needs_gpu
+from validators.checks.base import NVIDIA_SMI_XML, Check, Context
 from validators.result import CheckResult, Outcome
 from validators.runner import describe_failure
 
@@ -45,9 +45,6 @@ class GpuInventory(Check):
     needs = ("gpu",)
     measures = "GPU count and model (nvidia-smi) equal NODE.json gpu.count and gpu.model"
 
-    def applies(self, config) -> Optional[str]:
-        return needs_gpu(config)
-
     def run(self, ctx: Context) -> CheckResult:
         out = Outcome(self.id)
         cfg = ctx.config
@@ -80,9 +77,6 @@ class GpuHealth(Check):
         "per GPU: persistence mode on, uncorrected volatile ECC = 0, no pending or failed row remap, "
         "no pending retired pages"
     )
-
-    def applies(self, config) -> Optional[str]:
-        return needs_gpu(config)
 
     def run(self, ctx: Context) -> CheckResult:
         out = Outcome(self.id)
@@ -140,9 +134,6 @@ class PcieLink(Check):
         "per GPU: PCIe link width at max, and link generation at max under load (an idle link "
         "downclocks, so a low generation is re-read while the pcie_load workload copies to every GPU)"
     )
-
-    def applies(self, config) -> Optional[str]:
-        return needs_gpu(config)
 
     def run(self, ctx: Context) -> CheckResult:
         out = Outcome(self.id)
@@ -204,9 +195,6 @@ class GpuThrottle(Check):
     profiles = ALL
     needs = ("gpu",)
     measures = "no GPU has an active HW slowdown, HW/SW thermal slowdown or power-brake clocks event reason"
-
-    def applies(self, config) -> Optional[str]:
-        return needs_gpu(config)
 
     def run(self, ctx: Context) -> CheckResult:
         out = Outcome(self.id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Sequence
 
-from validators.checks.base import Check, Context, needs_gpu
+from validators.checks.base import Check, Context
 from validators.config import NodeConfig, Peer
 from validators.result import CheckResult, Outcome
 from validators.runner import describe_failure
@@ -114,7 +114,7 @@ class NcclSingleNode(Check):
     )
 
     def applies(self, config) -> Optional[str]:
-        reason = needs_gpu(config)
+        reason = super().applies(config)
         if reason:
             return reason
         return (
@@ -161,7 +161,7 @@ class NcclMultiNode(Check):
     )
 
     def applies(self, config) -> Optional[str]:
-        reason = needs_gpu(config)
+        reason = super().applies(config)
         if reason:
             return reason
         return None if config.peers else "not applicable: NODE.json lists no peers"

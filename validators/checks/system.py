@@ -9,7 +9,7 @@ import resource
 import time
 from typing import List, Optional, Tuple
 
-from validators.checks.base import Check, Context, needs_gpu
+from validators.checks.base import Check, Context
 from validators.result import CheckResult, Outcome
 from validators.runner import describe_failure
 
@@ -194,9 +194,6 @@ class XidScan(Check):
         "NVIDIA Xid events in the kernel log since boot, classified: node faults (48, 63, 64, 74, 79, 94, 95, ...) "
         "fail; application faults (13, 31, 43, 45, 68) are reported"
     )
-
-    def applies(self, config) -> Optional[str]:
-        return needs_gpu(config)
 
     def run(self, ctx: Context) -> CheckResult:
         from validators.parsers import PARSERS
