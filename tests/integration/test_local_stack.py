@@ -51,7 +51,10 @@ def cf(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.Comp
 
 
 def podman(*args: str) -> str:
-    return subprocess.run(["podman", *args], capture_output=True, text=True, check=True, timeout=120).stdout
+    """The engine through the project's wrapper (its own configuration, never the machine's)."""
+    from clusterforge.providers.local.engine import detect_engine
+
+    return detect_engine("podman").run(*args, timeout=120).stdout
 
 
 def sinfo(stack: str) -> dict[str, tuple[str, str]]:

@@ -104,7 +104,7 @@ def converged(
 ) -> Iterator[Converged]:
     stack = container_stack(2)
     built = nvidia_repo.build(Path(pytestconfig.cache.mkdir("nvidia_repo")))
-    gateway = nvidia_repo.podman_gateway(f"clusterforge-{stack.spec.stack}")
+    gateway = nvidia_repo.podman_gateway(stack.engine(), f"clusterforge-{stack.spec.stack}")
     serving = nvidia_repo.serve(built, gateway)
     repo = next(serving)
     try:

@@ -1,6 +1,12 @@
 """A thin wrapper around the container engine's CLI (podman, or docker where that is what the
 user has): find it, run it with the project's configuration, and turn failures into errors that
-name the command and say what to do."""
+name the command and say what to do.
+
+This is the one way the project calls the engine (provider, transport to nodes, tests,
+benchmarks): a bare ``podman`` would read the machine's own configuration (on a fresh Debian 12
+its CNI backend, which cannot see the project's netavark networks). ``Engine.argv`` and
+``Engine.environ`` serve callers that must start the process themselves (e.g. with a pipe);
+tests/test_engine_calls.py fails when any other file starts the engine directly."""
 
 from __future__ import annotations
 
@@ -66,6 +72,10 @@ class Engine:
     def environ(self) -> dict[str, str]:
         return {**os.environ, **self.env}
 
+    def argv(self, *args: str) -> list[str]:
+        """The command line for ``<engine> ARGS``; run it with ``env=self.environ()``."""
+        return [self.binary, *args]
+
     def run(
         self,
         *args: str,
@@ -127,6 +137,13 @@ class Engine:
 def _podman(binary: str) -> Engine:
     env = config.write_podman_config()
     return Engine("podman", binary, env)
+
+
+def engine_for(name: EngineName, binary: str | None = None) -> Engine:
+    """The named engine with the project's configuration, for callers that already know which
+    one a node uses (its Ansible connection); ``binary`` defaults to the one on PATH."""
+    path = binary or shutil.which(name) or name
+    return _podman(path) if name == "podman" else Engine("docker", path)
 
 
 def _docker_reachable(binary: str) -> tuple[bool, str]:
