@@ -11,10 +11,11 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from clusterforge.spec.models import ClusterSpec
-from clusterforge.tasks._cli import friendly
+from clusterforge.tasks._cli import friendly, locked
 
 _HELP_STACK = "stack name: stacks/NAME.yaml"
 _HELP_SPEC = "path of a spec file (instead of --stack)"
+_HELP_WAIT = "when another command holds the stack's lock, wait for it instead of exiting 2"
 
 
 def load(stack: str, spec: str) -> ClusterSpec:
@@ -49,6 +50,7 @@ def with_compute_count(spec: ClusterSpec, count: int) -> ClusterSpec:
         "nodes": "number of compute nodes (overrides the spec's compute pool count)",
         "dry_run": "print the plan (nodes, playbooks, checks) and change nothing",
         "recertify": "certify nodes again even when the journal says they passed",
+        "wait": _HELP_WAIT,
     }
 )
 @friendly
@@ -59,6 +61,7 @@ def up(
     nodes: int = 0,
     dry_run: bool = False,
     recertify: bool = False,
+    wait: bool = False,
 ) -> None:
     """Bring a stack up: provision -> configure -> certify -> admit, node by node.
 
@@ -72,7 +75,11 @@ def up(
     cluster = load(stack, spec)
     if nodes:
         cluster = with_compute_count(cluster, nodes)
-    outcome = run_up(cluster, Options(recertify=recertify), dry_run=dry_run)
+    if dry_run:  # changes nothing: no lock needed
+        outcome = run_up(cluster, Options(recertify=recertify), dry_run=True)
+    else:
+        with locked(cluster.stack, "up", wait):
+            outcome = run_up(cluster, Options(recertify=recertify))
     if outcome.code:
         raise Exit(code=outcome.code)
 
@@ -83,10 +90,13 @@ def up(
         "spec": _HELP_SPEC,
         "nodes": "comma-separated compute node names (default: all compute nodes)",
         "profile": "certification profile of the spec to use (default: each pool's own)",
+        "wait": _HELP_WAIT,
     }
 )
 @friendly
-def certify(c: Context, stack: str = "", spec: str = "", nodes: str = "", profile: str = "") -> None:
+def certify(
+    c: Context, stack: str = "", spec: str = "", nodes: str = "", profile: str = "", wait: bool = False
+) -> None:
     """Certify nodes now: hold them in Slurm, run the checks, then release (pass) or drain (fail)."""
     from clusterforge.pipeline.up import certify as run_certify
 
@@ -97,7 +107,8 @@ def certify(c: Context, stack: str = "", spec: str = "", nodes: str = "", profil
             f"--profile {profile!r}: not in certification.profiles of the spec (known: {known})", code=2
         )
     names = [n.strip() for n in nodes.split(",") if n.strip()] or None
-    outcome = run_certify(cluster, names, profile or None)
+    with locked(cluster.stack, "certify", wait):
+        outcome = run_certify(cluster, names, profile or None)
     if outcome.code:
         raise Exit(code=outcome.code)
 
@@ -117,14 +128,26 @@ def status(c: Context, stack: str = "", spec: str = "", json: bool = False) -> N
         Console().print(table(cluster, rows))
 
 
-@task(help={"stack": _HELP_STACK, "spec": _HELP_SPEC, "yes": "do not ask (needed when there is no terminal)"})
+@task(
+    help={
+        "stack": _HELP_STACK,
+        "spec": _HELP_SPEC,
+        "yes": "do not ask (needed when there is no terminal)",
+        "wait": _HELP_WAIT,
+    }
+)
 @friendly
-def down(c: Context, stack: str = "", spec: str = "", yes: bool = False) -> None:
+def down(c: Context, stack: str = "", spec: str = "", yes: bool = False, wait: bool = False) -> None:
     """Destroy a stack: its nodes, network and volumes (asks first, naming the stack and what goes)."""
+    cluster = load(stack, spec)
+    with locked(cluster.stack, "down", wait):
+        _down(cluster, yes)
+
+
+def _down(cluster: ClusterSpec, yes: bool) -> None:
     from clusterforge.journal import Journal, stack_dir
     from clusterforge.providers import get_provider
 
-    cluster = load(stack, spec)
     provider = get_provider(cluster)
     existing = provider.nodes(cluster)
     what = (
