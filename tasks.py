@@ -32,6 +32,11 @@ from clusterforge.tasks import aws as aws_tasks  # noqa: E402
 ns.add_task(aws_tasks.preview)
 ns.add_task(aws_tasks.preflight, name="aws-preflight")
 
+# plan (cluster changes)
+from clusterforge.tasks import plan as plan_tasks  # noqa: E402
+
+ns.add_task(plan_tasks.plan)
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)

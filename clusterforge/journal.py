@@ -58,6 +58,9 @@ class NodeRecord:
     profile: str = ""
     report: str = ""  # path of the last report.json on the workstation
     updated: str = ""
+    # What the last successful converge gave this node (clusterforge.plan.applied): the base
+    # `invoke plan` compares with when no --base is given.
+    applied: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeRecord:
@@ -174,6 +177,14 @@ class Journal:
             rec.reason = reason
             for key, value in fields.items():
                 setattr(rec, key, value)
+            rec.updated = now_iso()
+            self._save()
+
+    def record_applied(self, node: str, applied: dict[str, Any]) -> None:
+        """Keep what a converge applied to ``node`` (fingerprints, pinned versions)."""
+        with self._lock:
+            rec = self.nodes.setdefault(node, NodeRecord())
+            rec.applied = applied
             rec.updated = now_iso()
             self._save()
 
