@@ -20,6 +20,7 @@ from clusterforge.certify.reports import Verdict, read_verdict
 from clusterforge.journal import write_atomic
 
 NETWORK_CHECK = "gloo-allreduce"  # the CPU path; GPU nodes: nccl-multi-node
+TIMED_OUT = 124  # `timeout`'s exit status
 HeadRun = Callable[..., tuple[int, str, str]]  # (argv, stdin=None) -> (rc, out, err)
 
 
@@ -31,11 +32,22 @@ class NetworkJob:
     reservation: str
     validators: Sequence[str]  # argv prefix of the validators CLI on the nodes
     check: str = NETWORK_CHECK
-    time_limit_min: int = 15
+    time_limit_min: int = 15  # Slurm's limit on the job's running time
+    pending_s: int = 120  # how long it may wait to start; with the run limit, its whole life
 
     @property
     def folder(self) -> str:
         return f"{self.shared_path.rstrip('/')}/.clusterforge/cert/{self.run_id}"
+
+    @property
+    def name(self) -> str:
+        """The job's name: unique per run, so the deadline can cancel exactly this job."""
+        return f"clusterforge-network-{self.run_id}"
+
+    @property
+    def deadline_s(self) -> int:
+        """The job's whole life, pending included: past it the job is cancelled."""
+        return self.time_limit_min * 60 + self.pending_s
 
     def sbatch_argv(self, nodes: Sequence[str]) -> list[str]:
         per_node = " ".join(
@@ -48,10 +60,13 @@ class NetworkJob:
         )  # fmt: skip
         # srun's task runs the line through sh so that $SLURMD_NODENAME is the node it runs on.
         wrap = f"srun --ntasks-per-node=1 sh -c {shlex.quote(per_node)}"
+        # `timeout` bounds the whole life (sbatch --wait alone waits for ever on a job that
+        # never starts); on expiry the job itself is cancelled by name (run_network_check).
         return [
+            "timeout", str(self.deadline_s),
             "sbatch", "--wait", f"--reservation={self.reservation}",
             "-N", str(len(nodes)), "-w", ",".join(sorted(nodes)), "--ntasks-per-node=1",
-            "-t", str(self.time_limit_min), "-J", "clusterforge-network",
+            "-t", str(self.time_limit_min), "-J", self.name,
             "-o", f"{self.folder}/job-%j.out", "--wrap", wrap,
         ]  # fmt: skip
 
@@ -75,6 +90,9 @@ def run_network_check(
             return _all_fail(nodes, f"cannot write {name}.json to the shared path: {err.strip()}")
     rc, out, err = head(job.sbatch_argv(nodes))
     job_note = " ".join((err or out).split())[-200:]
+    if rc == TIMED_OUT:
+        head(["scancel", f"--name={job.name}"])
+        job_note = f"cancelled at its {job.deadline_s} s deadline; {job_note or 'no output'}"
     verdicts: dict[str, Verdict] = {}
     for name in nodes:
         rc_cat, text, _ = head(["cat", f"{job.folder}/{name}/report.json"])

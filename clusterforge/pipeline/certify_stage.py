@@ -5,8 +5,10 @@
 2. Single-node checks: ``playbooks/certify.yml`` (Ansible) puts the node's NODE.json in place,
    runs the validators profile and fetches ``report.json``/``junit.xml`` into
    ``.clusterforge/<stack>/reports/<node>/``.
-3. Network check: a Slurm job across the batch's nodes that passed (network.py). A lone node is
-   paired with an already certified node as the reference, or judged alone if there is none.
+3. Network check: first every node that passed must answer the controller (liveness.py: its
+   Slurm state, then a one-task probe job on it alone); one that does not fails alone with that
+   reason. Then a Slurm job across the rest (network.py), with a deadline on its whole life. A
+   lone node is paired with an already certified node as the reference, or judged alone.
 4. Verdict: pass -> leaves the hold (``idle``); fail -> DRAIN ``clusterforge: <check>: <line>``.
 
 A node already certified (journal) is not certified again unless asked (``--recertify``, or
@@ -19,6 +21,7 @@ import json
 from collections import defaultdict
 
 from clusterforge.ansible.runner import PlaybookRun, run_stamp
+from clusterforge.certify import liveness
 from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.certify.network import NetworkJob, run_network_check
 from clusterforge.certify.node_config import dumps, profile_for, render_node_config
@@ -167,19 +170,31 @@ class CertifyStage(BaseStage):
         group = [n for n in todo if verdicts[n.name].passed]
         if not shared or not group:
             return verdicts
+        out = dict(verdicts)
+        # A node that does not answer the controller fails alone, before any multi-node job.
+        silent = self._unresponsive([n.name for n in group], run_id, admission, head)
+        for name, why in silent.items():
+            out[name] = merge(out[name], Verdict(name, False, [(liveness.CHECK_ID, why)]))
+        group = [n for n in group if n.name not in silent]
+        if not group:
+            return out
         reference: Node | None = None
         if len(group) == 1:
             reference = self._reference_peer({n.name for n in todo}, admission)
             if reference is None:
                 ctx.board.note(group[0].name, "no peer: network check runs on this node alone")
-                return verdicts
+                return out
             try:
                 admission.hold([reference.name])
             except AdmissionError as exc:
                 ctx.board.note(
                     group[0].name, f"reference peer {reference.name} not held ({exc}): checked alone"
                 )
-                return verdicts
+                return out
+            if self._unresponsive([reference.name], run_id, admission, head):
+                admission.release(reference.name)
+                ctx.board.note(group[0].name, f"reference peer {reference.name} not answering: checked alone")
+                return out
         members = group + ([reference] if reference else [])
         configs = {}
         for n in members:
@@ -191,14 +206,28 @@ class CertifyStage(BaseStage):
             ctx.board.note(n.name, f"network check across {len(members)} nodes (Slurm job)")
         suite = self._suite(group[0])[1]
         job = NetworkJob(run_id, shared, suite, admission.reservation, NODE_VALIDATORS)
-        head_run = ctx.runner(head, timeout_s=job.time_limit_min * 60 + 60)
+        head_run = ctx.runner(head, timeout_s=job.deadline_s + 60)
         net = run_network_check(head_run, job, configs, ctx.paths.reports)
         if reference is not None:
             admission.release(reference.name)
-        out = dict(verdicts)
         for n in group:
-            out[n.name] = merge(verdicts[n.name], net[n.name])
+            out[n.name] = merge(out[n.name], net[n.name])
         return out
+
+    def _unresponsive(
+        self, names: list[str], run_id: str, admission: Admission, head: Node
+    ) -> dict[str, str]:
+        """Nodes (of ``names``) that cannot take a Slurm job now, with the reason."""
+        for name in names:
+            self.ctx.board.note(name, "checking that slurmd answers the controller")
+        try:
+            states = admission.nodes()
+        except AdmissionError as exc:
+            return {n: f"cannot read Slurm's node states: {exc}" for n in names}
+        head_run = self.ctx.runner(head, timeout_s=liveness.PROBE_TIMEOUT_S + 60)
+        return liveness.unresponsive(
+            head_run, states, names, admission.reservation, f"clusterforge-probe-{run_id}"
+        )
 
     def _reference_peer(self, exclude: set[str], admission: Admission) -> Node | None:
         states = admission.nodes()

@@ -12,6 +12,7 @@ import re
 import sys
 import threading
 
+from clusterforge.certify import liveness
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, no_progress
 from clusterforge.spec.models import ClusterSpec
 
@@ -79,6 +80,7 @@ class FakeSlurm:
         self.files: dict[str, str] = {}
         self.calls: list[list[str]] = []
         self.slow = slow or set()
+        self.silent: set[str] = set()  # nodes whose slurmd does not answer (probe jobs time out)
         self.lock = threading.Lock()
 
     def register(self, name: str) -> None:
@@ -137,8 +139,11 @@ class FakeSlurm:
             else:
                 node.update(state="drained", reason=args["Reason"])
             return 0, "", ""
-        if argv[0] == "mkdir":
+        if argv[0] == "mkdir" or argv[0] == "scancel":
             return 0, "", ""
+        if argv[:3] == ["sh", "-c", liveness.PROBE_SCRIPT]:
+            nodes = argv[7:]
+            return 0, "".join(f"{n} {124 if n in self.silent else 0}\n" for n in nodes), ""
         if argv[:2] == ["sh", "-c"]:
             self.files[argv[-1]] = stdin or ""
             return 0, "", ""
@@ -148,6 +153,8 @@ class FakeSlurm:
                 if argv[1] in self.files
                 else (1, "", f"cat: {argv[1]}: No such file")
             )
+        if argv[0] == "timeout":  # the network job's deadline wrapper
+            argv = argv[2:]
         if argv[0] == "sbatch":
             return self._sbatch(argv)
         raise AssertionError(f"unexpected command {argv}")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from clusterforge.certify import liveness
 from clusterforge.journal import Journal
 from clusterforge.pipeline.context import Options
 from clusterforge.pipeline.scheduler import Status
@@ -55,7 +56,7 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     assert {n: s["state"] for n, s in slurm.nodes.items()} == {f"node-00{i}": "idle" for i in (1, 2, 3)}
     assert slurm.reservation is None  # hold lifted
     assert any(
-        c[0] == "sbatch" and "-w" in c and c[c.index("-w") + 1] == "node-001,node-002,node-003"
+        "sbatch" in c[:3] and "-w" in c and c[c.index("-w") + 1] == "node-001,node-002,node-003"
         for c in slurm.calls
     )
     assert outcome.changed == 4  # one marker per node (head included)
@@ -102,7 +103,7 @@ def test_configure_failure_and_dead_node_are_quarantined_then_recovered(
     again, text = run_up(world)
     assert again.code == 0, text
     assert slurm.nodes["node-002"]["state"] == "idle" and slurm.nodes["node-003"]["state"] == "idle"
-    last_job = [c for c in slurm.calls if c[0] == "sbatch"][-1]
+    last_job = [c for c in slurm.calls if "sbatch" in c[:3]][-1]
     assert last_job[last_job.index("-w") + 1] == "node-002,node-003"
     assert "certified earlier" in again.progress["node-001"].reason
 
@@ -117,7 +118,7 @@ def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: p
         "reason": "clusterforge: software-versions: nccl: 2.18.1 installed, 2.26.2 pinned",
     }
     assert slurm.nodes["node-001"]["state"] == "idle"
-    network = [c for c in slurm.calls if c[0] == "sbatch"][-1]
+    network = [c for c in slurm.calls if "sbatch" in c[:3]][-1]
     assert network[network.index("-w") + 1] == "node-001,node-002"  # the failed node is left out
     assert "software-versions" in text
     row = {r.node: r for r in collect(world["spec"], world["provider"], slurm.runner)}["node-003"]
@@ -184,3 +185,38 @@ def test_compute_failures_that_stop_the_playbook_are_not_blamed_on_the_head(
     assert head.startswith(
         "site.yml stopped before this host's plays ran, after: TASK [Install the pinned package]"
     )
+
+
+def test_a_node_whose_slurmd_does_not_answer_fails_alone(world: dict) -> None:
+    slurm: FakeSlurm = world["slurm"]
+    slurm.silent = {"node-002"}  # registered and idle, but its probe job never finishes
+    outcome, text = run_up(world)
+    assert outcome.code == 1 and outcome.failed == ["node-002"], text
+    assert slurm.nodes["node-002"]["state"] == "drained"
+    reason = slurm.nodes["node-002"]["reason"]
+    assert reason.startswith("clusterforge: slurmd-responding: ") and "controller" in reason
+    assert slurm.nodes["node-001"]["state"] == "idle" and slurm.nodes["node-003"]["state"] == "idle"
+    network = [c for c in slurm.calls if "sbatch" in c[:3]][-1]
+    assert network[network.index("-w") + 1] == "node-001,node-003"  # the job ran across the others
+    assert network[:2] == ["timeout", network[1]] and int(network[1]) > 0  # a deadline on its whole life
+    assert slurm.reservation is None  # nobody left in the hold
+
+
+def test_a_node_slurm_has_down_fails_alone_without_a_probe(world: dict) -> None:
+    slurm: FakeSlurm = world["slurm"]
+    original = slurm._answer
+
+    def answer(argv: list[str], stdin: str | None) -> tuple[int, str, str]:
+        rc, out, err = original(argv, stdin)
+        if argv[0] == "sinfo" and slurm.reservation:  # after the hold: node-003's slurmd went away
+            out = out.replace("node-003 maint", "node-003 idle*$")
+        return rc, out, err
+
+    slurm._answer = answer  # type: ignore[method-assign]
+    outcome, text = run_up(world)
+    assert outcome.failed == ["node-003"], text
+    assert (
+        "slurmd is not responding to the controller (sinfo state idle*$)" in slurm.nodes["node-003"]["reason"]
+    )
+    probes = [c for c in slurm.calls if c[:3] == ["sh", "-c", liveness.PROBE_SCRIPT]]
+    assert probes and "node-003" not in probes[0][7:]
