@@ -15,6 +15,7 @@ from clusterforge.ansible.runner import PlaybookRun
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import StackContext
 from clusterforge.pipeline.scheduler import BaseStage, Gate, NodeProgress, StageResult, Status
+from clusterforge.plan.applied import record_converged
 
 
 class ProvisionStage(BaseStage):
@@ -138,4 +139,6 @@ class ConfigureStage(BaseStage):
                 reason = f"site.yml exited {result.rc} before this host finished; log: {result.log}"
             ctx.journal.mark_failed(name, "configured", reason)
             out[name] = StageResult(False, reason, changed=changed)
+        # What `invoke plan` compares with next time: the inputs these nodes converged with.
+        record_converged(ctx.journal, ctx.spec, [n for n, r in out.items() if r.ok])
         return out
