@@ -2,6 +2,7 @@
 
 from clusterforge.catalog.compat import CompatMatrix, load_compat
 from clusterforge.catalog.hardware import (
+    FleetRules,
     GpuSpec,
     HardwareCatalog,
     InstanceType,
@@ -13,6 +14,7 @@ from clusterforge.catalog.hardware import (
 
 __all__ = [
     "CompatMatrix",
+    "FleetRules",
     "GpuSpec",
     "HardwareCatalog",
     "InstanceType",

@@ -144,6 +144,26 @@ class CommonThresholds(_Judged):
     source: list[str] = Field(min_length=1)
 
 
+class FleetRules(_Judged):
+    """How far under the fleet reference a node's figure may fall (clusterforge/certify/fleet.py).
+
+    Gaps are percent of the reference (this run's median for the type, or the stored baseline);
+    ``z_warn`` applies the robust z-score 0.6745 (x - median) / MAD, only with enough nodes."""
+
+    warn_gap_pct: float = Field(gt=0, lt=100, description="% under the reference that warns")
+    fail_gap_pct: float = Field(gt=0, lt=100, description="% under the reference that fails")
+    z_warn: float = Field(gt=0, description="warn when the robust z is at or under -z_warn")
+    source: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FleetRules:
+        if self.warn_gap_pct >= self.fail_gap_pct:
+            raise ValueError(
+                f"warn_gap_pct {self.warn_gap_pct} must be under fail_gap_pct {self.fail_gap_pct}"
+            )
+        return self
+
+
 class InstanceType(_Data):
     name: str
     provider: Literal["aws", "local"]
@@ -153,6 +173,7 @@ class InstanceType(_Data):
     gpu: GpuSpec | None = None
     network: NetworkSpec
     thresholds: Thresholds = Thresholds()
+    fleet: FleetRules | None = Field(None, description="Fleet-judging gaps; None: fleet_defaults")
     source: list[str] = Field(min_length=1, description="Sources for vcpus and memory")
     note: str = ""
 
@@ -181,6 +202,7 @@ class Provenance(NamedTuple):
 class HardwareCatalog(_Data):
     sources: dict[str, str] = Field(description="Source id -> citation (URL and what it shows)")
     common_thresholds: CommonThresholds
+    fleet_defaults: FleetRules
     instance_types: dict[str, InstanceType]
 
     @model_validator(mode="before")
@@ -198,6 +220,9 @@ class HardwareCatalog(_Data):
         for ref in self.common_thresholds.source:
             if ref not in self.sources:
                 raise ValueError(f"common_thresholds: source id {ref!r} is not declared under 'sources'")
+        for ref in self.fleet_defaults.source:
+            if ref not in self.sources:
+                raise ValueError(f"fleet_defaults: source id {ref!r} is not declared under 'sources'")
         for it in self.instance_types.values():
             for ref in _source_refs(it):
                 if ref not in self.sources:
@@ -208,9 +233,13 @@ class HardwareCatalog(_Data):
         """Every sourced section of the catalogue, sourced or estimate (tests audit this list)."""
         common = self.common_thresholds
         out = [Provenance("common_thresholds", common.source, common.estimate, common.note)]
+        fleet = self.fleet_defaults
+        out.append(Provenance("fleet_defaults", fleet.source, fleet.estimate, fleet.note))
         for it in self.instance_types.values():
             base = f"instance_types.{it.name}"
             out.append(Provenance(base, it.source, False, it.note))
+            if it.fleet is not None:
+                out.append(Provenance(f"{base}.fleet", it.fleet.source, it.fleet.estimate, it.fleet.note))
             out.append(Provenance(f"{base}.network", it.network.source, False, ""))
             if it.gpu:
                 out.append(Provenance(f"{base}.gpu", it.gpu.source, False, ""))
@@ -233,6 +262,11 @@ class HardwareCatalog(_Data):
         """Keys a spec may override for this type (including keys with no default)."""
         return sorted({*self.thresholds_for(name), *self.common_thresholds.optional})
 
+    def fleet_rules(self, name: str) -> FleetRules:
+        """The fleet-judging gaps of a type: its own ``fleet`` block, else ``fleet_defaults``."""
+        it = self.instance_types.get(name)
+        return it.fleet if it is not None and it.fleet is not None else self.fleet_defaults
+
     def get(self, name: str) -> InstanceType | None:
         return self.instance_types.get(name)
 
@@ -254,6 +288,8 @@ def _source_refs(it: InstanceType) -> list[str]:
         refs += it.gpu.source
     for t in it.thresholds.nccl:
         refs += t.source
+    if it.fleet is not None:
+        refs += it.fleet.source
     return refs
 
 

@@ -84,6 +84,7 @@ ESTIMATES = {
     "instance_types.p6-b200.48xlarge.thresholds.nccl.all_reduce.2node.busbw_gbps": "measured on 4x p6-b200",
     "instance_types.g5.xlarge.thresholds": "No measured A10G matmul rate",
     "instance_types.local.thresholds": "deliberately loose",
+    "instance_types.local.fleet": "benchmarks/fleet_spread.py",
     "instance_types.local.thresholds.gloo.all_reduce.1node.busbw_gbps": "loose",
     "instance_types.local.thresholds.gloo.all_reduce.2node.busbw_gbps": "loose on purpose",
 }
@@ -223,3 +224,20 @@ def test_lookup_api() -> None:
         HW["p5.48xlarg"]
     assert "local" in HW and HW.names(provider="local") == ["local"]
     assert load_hardware() is HW  # cached
+
+
+def test_fleet_rules_default_to_azures_gaps_and_local_has_its_own_estimate() -> None:
+    p5 = HW.fleet_rules("p5.48xlarge")
+    assert (p5.warn_gap_pct, p5.fail_gap_pct, p5.z_warn) == (3.5, 7, 3) and p5.source == ["azure-outlier"]
+    local = HW.fleet_rules("local")
+    assert local.estimate and local.warn_gap_pct < local.fail_gap_pct and "fleet_spread.py" in local.note
+    assert HW.fleet_rules("no-such-type") == HW.fleet_defaults
+
+
+def test_fleet_rules_with_warn_over_fail_are_refused(tmp_path: Path) -> None:
+    data = yaml.safe_load(HARDWARE_FILE.read_text())
+    data["fleet_defaults"]["warn_gap_pct"] = 9
+    path = tmp_path / "hardware.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValidationError, match="warn_gap_pct 9.0 must be under fail_gap_pct 7.0"):
+        read_hardware(path)

@@ -744,3 +744,35 @@ def test_provider_preflight_ids_are_known_to_suppress_checks(tmp_path: Path) -> 
     typo = check_file(variant(tmp_path, "prod", append="suppress_checks: [vcpu-quotta]\n"))
     unknown = [f for f in typo.findings if f.check_id == "suppress-unknown"]
     assert unknown and "did you mean 'vcpu-quota'" in unknown[0].message
+
+
+def test_fleet_rule_overrides_are_checked(tmp_path: Path) -> None:
+    ok = check_file(
+        variant(
+            tmp_path,
+            "local",
+            append="      thresholds: {fleet.fail_gap_pct: 40, fleet.shared-storage.write_rate.warn_gap_pct: 20}\n",
+        )
+    )
+    assert ok.ok, "\n".join(f.render() for f in ok.findings)
+    typo = check_file(
+        variant(tmp_path, "local", append="      thresholds: {fleet.matmul.fail_gap_pct: 40}\n")
+    )
+    finding = only(
+        typo.findings,
+        "threshold-overrides",
+        "certification.profiles.local.thresholds.fleet.matmul.fail_gap_pct",
+    )
+    assert "unknown threshold key 'fleet.matmul.fail_gap_pct'" in finding.message
+    assert "fleet.[<metric>.]warn_gap_pct|fail_gap_pct|z_warn" in finding.message
+    pct = check_file(variant(tmp_path, "local", append="      thresholds: {fleet.fail_gap_pct: 140}\n"))
+    finding = only(
+        pct.findings, "threshold-overrides", "certification.profiles.local.thresholds.fleet.fail_gap_pct"
+    )
+    assert "0 < value < 100 (got 140" in finding.message
+    # local's catalogue fail gap is 35 %: a warn gap of 50 would never warn before failing
+    order = check_file(variant(tmp_path, "local", append="      thresholds: {fleet.warn_gap_pct: 50}\n"))
+    finding = only(
+        order.findings, "threshold-overrides", "certification.profiles.local.thresholds.fleet.warn_gap_pct"
+    )
+    assert "must be under the fail gap 35 %" in finding.message

@@ -205,27 +205,38 @@ class CertificationProfiles(Check):
 
 class ThresholdOverrides(Check):
     id = "threshold-overrides"
-    summary = "Threshold override keys exist for the pools' instance types; values are positive"
+    summary = (
+        "Threshold override keys exist for the pools' instance types; values are positive; fleet.* gaps "
+        "are percents with warn under fail"
+    )
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
+        from clusterforge.certify import fleet_rules
+
         for name, profile in ctx.spec.certification.profiles.items():
             if not profile.thresholds:
                 continue
             floors: dict[str, float] = {}
-            keys: set[str] = set()
+            keys: set[str] = set(fleet_rules.override_keys())
             types = []
             for _i, pool, it in ctx.typed_pools():
                 if pool.certification == name:
                     floors.update(ctx.hardware.thresholds_for(it.name))
                     keys.update(ctx.hardware.threshold_keys(it.name))
                     types.append(it.name)
+            fleet_bad = dict(fleet_rules.override_problems(profile.thresholds))
+            for kind in sorted(set(types)):
+                for key, message in fleet_rules.ordering_problems(ctx.hardware, kind, profile.thresholds):
+                    fleet_bad.setdefault(key, message)
             for key, value in profile.thresholds.items():
                 path = f"certification.profiles.{name}.thresholds.{key}"
-                if types and key not in keys:
+                if key in fleet_bad and key in keys:
+                    yield error(path, fleet_bad[key])
+                elif types and key not in keys:
                     yield error(
                         path,
                         f"unknown threshold key {key!r} for {', '.join(sorted(set(types)))}"
-                        f"{suggest(key, keys)}; {one_of(sorted(keys), limit=20)}",
+                        f"{suggest(key, keys)}; {one_of(_listed(keys), limit=20)}",
                     )
                 elif value <= 0:
                     yield error(path, f"threshold {key} must be > 0 (got {value})")
@@ -234,6 +245,12 @@ class ThresholdOverrides(Check):
                         path,
                         f"override {value} is under half the catalogue floor {floors[key]}: a sick node would pass",
                     )
+
+
+def _listed(keys: set[str]) -> list[str]:
+    """Keys as a message lists them: floors by name, the many fleet.* keys as their pattern."""
+    floors = sorted(k for k in keys if not k.startswith("fleet."))
+    return [*floors, "fleet.[<metric>.]warn_gap_pct|fail_gap_pct|z_warn"]
 
 
 def validator_check_ids() -> list[str] | None:
