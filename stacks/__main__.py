@@ -15,6 +15,7 @@ if region and region != spec.provider.region:
         f"Pulumi.{spec.stack}.yaml: aws:region is {region!r} but stacks/{spec.stack}.yaml says provider.region "
         f"{spec.provider.region!r}; make them equal"
     )
-cluster = build_cluster(spec)
+# The AMI resolved on the first run, recorded by clusterforge.providers.aws.automation.
+cluster = build_cluster(spec, recorded_ami=pulumi.Config("clusterforge").get("ami"))
 for key, value in export_cluster(spec, cluster).items():
     pulumi.export(key, value)

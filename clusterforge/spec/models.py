@@ -46,7 +46,15 @@ class AwsProvider(_Strict):
         "ssm", description="How Ansible reaches the nodes: SSM Session Manager or SSH via a bastion"
     )
     ami: str | None = Field(
-        None, pattern=r"^ami-[0-9a-f]{8,17}$", description="Pin an AMI; else SSM public parameter"
+        None,
+        pattern=r"^ami-[0-9a-f]{8,17}$",
+        description="Pin an AMI. Unset: the SSM public parameter, read once and recorded in the stack "
+        "config (clusterforge:ami) so a new AMI release never replaces nodes",
+    )
+    ami_prebaked: bool = Field(
+        False,
+        description="provider.ami already carries the spec's software (built from the roles): needed for "
+        "egress: endpoints, where nodes cannot reach package repositories",
     )
     key_name: str | None = Field(None, description="EC2 key pair for ssh-bastion connections")
 
@@ -77,7 +85,7 @@ Provider = Annotated[AwsProvider | LocalProvider | StaticProvider, Field(discrim
 
 class RootVolume(_Strict):
     size_gib: int = Field(200, ge=8, le=16384)
-    type: Literal["gp3", "io2"] = "gp3"
+    type: Literal["gp3", "io1", "io2"] = Field("gp3", description="io1/io2 need iops")
     iops: int | None = Field(None, ge=3000, le=256000)
     throughput_mibps: int | None = Field(None, ge=125, le=1000)
 
@@ -85,6 +93,12 @@ class RootVolume(_Strict):
 class PlacementGroup(_Strict):
     strategy: Literal["cluster", "partition"] = "cluster"
     partition_count: int | None = Field(None, ge=1, le=7)
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._-]{1,255}$",
+        description="An existing placement group to launch into (e.g. the one a capacity reservation was made "
+        "in); the stack then creates none. Unset: the stack creates <stack>-<pool>",
+    )
 
 
 class NodePool(_Strict):
@@ -100,6 +114,12 @@ class NodePool(_Strict):
         None, ge=1, description="Instances the reservation holds; checked against count (preflight confirms)"
     )
     placement_group: PlacementGroup | None = None
+    launch_template_version: int | None = Field(
+        None,
+        ge=1,
+        description="Launch template version the pool's nodes run. Unset: each node keeps the version it was "
+        "created with, so a template change replaces nothing; set it to roll the pool onto that version",
+    )
     root_volume: RootVolume = RootVolume()
     certification: str | None = Field(None, description="Name of a certification profile")
 

@@ -60,13 +60,13 @@ def preview(c: Context, stack: str = "", skip_preflight: bool = False) -> None:
     """Preview an AWS stack: resources to create/update/replace/delete, and which nodes that touches.
 
     Needs the Pulumi CLI (with the aws plugin) and AWS credentials; changes nothing."""
-    from clusterforge.providers.aws.automation import PulumiCliMissing, StackDriver
+    from clusterforge.providers.aws.automation import BackendNotReady, PulumiCliMissing, StackDriver
 
     spec = _aws_spec(stack)
     if not skip_preflight:
         _preflight(spec)
     try:
         summary = StackDriver(spec.stack).preview()
-    except PulumiCliMissing as exc:
+    except (PulumiCliMissing, BackendNotReady) as exc:
         raise Exit(f"error: {exc}", code=2) from None
     print(summary.render())

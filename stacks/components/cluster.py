@@ -42,6 +42,7 @@ class Cluster:
     iam: NodeIam
     head: HeadNode
     pools: list[NodePool]
+    image: pulumi.Input[str]  # the AMI the nodes boot (exported: the provider records it)
 
     @property
     def nodes(self) -> list[NodeOutputs]:
@@ -56,10 +57,15 @@ def aws_provider(spec: ClusterSpec) -> AwsProvider:
     return spec.provider
 
 
-def image_id(spec: ClusterSpec) -> pulumi.Input[str]:
+def image_id(spec: ClusterSpec, recorded_ami: str | None = None) -> pulumi.Input[str]:
+    """The AMI the nodes boot: the spec's, else the one recorded on the first run, else (first
+    run only) the SSM parameter's current value. The parameter moves with every image release;
+    read on every run, it would make a new template version and so replace every node."""
     provider = aws_provider(spec)
     if provider.ami:
         return provider.ami
+    if recorded_ami:
+        return recorded_ami
     return aws.ssm.get_parameter_output(name=AMI_PARAMETERS[spec.software.os_image]).value
 
 
@@ -102,6 +108,8 @@ def _pool_args(
         ),
         placement_strategy=placement.strategy if placement else None,
         partition_count=placement.partition_count if placement else None,
+        placement_group_name=placement.name if placement else None,
+        launch_template_version=pool.launch_template_version,
         capacity_reservation_id=pool.capacity_reservation_id,
         capacity_block_id=pool.capacity_block_id,
         key_name=aws_provider(spec).key_name,
@@ -110,7 +118,8 @@ def _pool_args(
     )
 
 
-def build_cluster(spec: ClusterSpec) -> Cluster:
+def build_cluster(spec: ClusterSpec, recorded_ami: str | None = None) -> Cluster:
+    """The whole program; ``recorded_ami`` is the stack config's ``clusterforge:ami``."""
     provider = aws_provider(spec)
     stack = spec.stack
     tags = base_tags(stack)
@@ -155,13 +164,21 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
             )
             if bucket
             else None,
+            transfer_bucket=provider.connection == "ssm",
             tags=tags,
         ),
     )
     iam = NodeIam(
-        stack, NodeIamArgs(stack=stack, region=provider.region, bucket_arn=storage.bucket_arn, tags=tags)
+        stack,
+        NodeIamArgs(
+            stack=stack,
+            region=provider.region,
+            bucket_arn=storage.bucket_arn,
+            transfer_bucket_arn=storage.transfer_bucket_arn,
+            tags=tags,
+        ),
     )
-    image = image_id(spec)
+    image = image_id(spec, recorded_ami)
     node_groups = [network.cluster_sg_id, network.egress_sg_id]
 
     head_pools = [
@@ -191,7 +208,7 @@ def build_cluster(spec: ClusterSpec) -> Cluster:
         for p in spec.node_pools
         if p.role == "gpu"
     ]
-    return Cluster(network=network, storage=storage, iam=iam, head=head, pools=pools)
+    return Cluster(network=network, storage=storage, iam=iam, head=head, pools=pools, image=image)
 
 
 def node_record(node: NodeOutputs) -> pulumi.Output[dict[str, Any]]:
@@ -220,6 +237,7 @@ def export_cluster(spec: ClusterSpec, cluster: Cluster) -> dict[str, Any]:
         "connection": provider.connection,
         "nodes": [node_record(n) for n in cluster.nodes],
         "fsx": {
+            "id": cluster.storage.fsx_id,
             "dns_name": cluster.storage.fsx_dns_name,
             "mount_name": cluster.storage.fsx_mount_name,
             "mount_point": fsx.mount_point,
@@ -227,5 +245,7 @@ def export_cluster(spec: ClusterSpec, cluster: Cluster) -> dict[str, Any]:
         if fsx
         else None,
         "bucket": cluster.storage.bucket_name,
+        "transfer_bucket": cluster.storage.transfer_bucket_name,
         "bastion": bastion.public_ip if bastion is not None else None,
+        "ami": cluster.image,
     }

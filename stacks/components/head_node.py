@@ -109,6 +109,11 @@ class HeadNode(pulumi.ComponentResource):
                     args.bastion_pool.root_volume, size_gib=16, type="gp3", iops=None, throughput_mibps=None
                 ),
                 placement_strategy=None,
+                placement_group_name=None,
+                launch_template_version=None,
+                # An internet-facing host gets no instance role: nothing on it may reach the
+                # checkpoint bucket or act as a node through SSM.
+                instance_profile_name=None,
                 capacity_reservation_id=None,
                 capacity_block_id=None,
                 associate_public_ip=True,

@@ -1,5 +1,5 @@
-"""The node instance role: SSM core access (Session Manager, Run Command) and the checkpoint
-bucket, nothing else. Nodes never get account-wide S3 or EC2 rights."""
+"""The node instance role: SSM core access (Session Manager, Run Command), the checkpoint bucket
+and the SSM transfer bucket, nothing else. Nodes never get account-wide S3 or EC2 rights."""
 
 from __future__ import annotations
 
@@ -55,14 +55,49 @@ def bucket_policy_document(bucket_arn: str) -> str:
     )
 
 
-ASSUME_EC2 = json.dumps(
-    {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-        ],
-    }
-)
+# EC2's service principal per partition: China's differs (the EKS node group CloudFormation
+# template's PartitionMap: aws-cn -> ec2.amazonaws.com.cn).
+EC2_PRINCIPALS = {
+    "aws": "ec2.amazonaws.com",
+    "aws-us-gov": "ec2.amazonaws.com",
+    "aws-cn": "ec2.amazonaws.com.cn",
+}
+
+
+def assume_ec2(region: str) -> str:
+    principal = EC2_PRINCIPALS[partition_of(region)]
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": principal}, "Action": "sts:AssumeRole"}
+            ],
+        }
+    )
+
+
+def transfer_policy_document(bucket_arn: str) -> str:
+    """What the aws_ssm connection does on the node side: fetch and put the copied files."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "ListTransferBucket",
+                    "Effect": "Allow",
+                    "Action": ["s3:ListBucket"],
+                    "Resource": bucket_arn,
+                },
+                {
+                    "Sid": "TransferObjects",
+                    "Effect": "Allow",
+                    "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                    "Resource": f"{bucket_arn}/*",
+                },
+            ],
+        },
+        sort_keys=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -70,6 +105,7 @@ class NodeIamArgs:
     stack: str
     region: str
     bucket_arn: pulumi.Input[str] | None
+    transfer_bucket_arn: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -83,7 +119,7 @@ class NodeIam(pulumi.ComponentResource):
         stack = args.stack
         role = aws.iam.Role(
             f"{stack}-node",
-            assume_role_policy=ASSUME_EC2,
+            assume_role_policy=assume_ec2(args.region),
             description=f"clusterforge {stack} nodes: SSM core and the checkpoint bucket",
             tags=with_name(args.tags, f"{stack}-node"),
             opts=child,
@@ -99,6 +135,13 @@ class NodeIam(pulumi.ComponentResource):
                 f"{stack}-node-checkpoints",
                 role=role.id,
                 policy=pulumi.Output.from_input(args.bucket_arn).apply(bucket_policy_document),
+                opts=child,
+            )
+        if args.transfer_bucket_arn is not None:
+            aws.iam.RolePolicy(
+                f"{stack}-node-ssm-transfer",
+                role=role.id,
+                policy=pulumi.Output.from_input(args.transfer_bucket_arn).apply(transfer_policy_document),
                 opts=child,
             )
         profile = aws.iam.InstanceProfile(

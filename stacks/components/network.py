@@ -2,7 +2,8 @@
 
 GPU nodes live in one private subnet in the spec's availability zone (GPU capacity is per AZ);
 head and login nodes in a second. Egress is a NAT gateway or VPC endpoints only, as the spec
-says. The cluster security group allows all traffic in and out, but only to itself: EFA's
+says; either way an S3 gateway endpoint carries S3 traffic (checkpoints), which through a NAT
+gateway would pay its per-GB processing charge, and costs nothing itself. The cluster security group allows all traffic in and out, but only to itself: EFA's
 OS-bypass traffic needs exactly that, and nothing reaches the nodes from outside.
 """
 
@@ -140,7 +141,8 @@ class Network(pulumi.ComponentResource):
                     opts=child,
                 )
         else:
-            self._endpoints(vpc, private_rt, head_subnet, egress_sg, args, child)
+            self._endpoints(vpc, head_subnet, egress_sg, args, child)
+        self._s3_gateway(vpc, private_rt, egress_sg, args, child)
 
         self.vpc_id = vpc.id
         self.gpu_subnet_id = gpu_subnet.id
@@ -199,15 +201,14 @@ class Network(pulumi.ComponentResource):
         return subnet
 
     @staticmethod
-    def _endpoints(
+    def _s3_gateway(
         vpc: aws.ec2.Vpc,
         private_rt: aws.ec2.RouteTable,
-        subnet: aws.ec2.Subnet,
         egress_sg: aws.ec2.SecurityGroup,
         args: NetworkArgs,
         opts: pulumi.ResourceOptions,
     ) -> None:
-        """No NAT: an S3 gateway endpoint plus the interface endpoints SSM needs."""
+        """S3 through a gateway endpoint on the private route table, in every egress mode."""
         stack, tags = args.stack, args.tags
         s3 = aws.ec2.VpcEndpoint(
             f"{stack}-s3",
@@ -218,6 +219,28 @@ class Network(pulumi.ComponentResource):
             tags=with_name(tags, f"{stack}-s3"),
             opts=opts,
         )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{stack}-egress-s3-https",
+            security_group_id=egress_sg.id,
+            prefix_list_id=s3.prefix_list_id,
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            description="HTTPS to S3 through the gateway endpoint",
+            tags=tags,
+            opts=opts,
+        )
+
+    @staticmethod
+    def _endpoints(
+        vpc: aws.ec2.Vpc,
+        subnet: aws.ec2.Subnet,
+        egress_sg: aws.ec2.SecurityGroup,
+        args: NetworkArgs,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        """No NAT: the interface endpoints SSM needs (S3's gateway is made in every mode)."""
+        stack, tags = args.stack, args.tags
         endpoint_sg = aws.ec2.SecurityGroup(
             f"{stack}-endpoints",
             vpc_id=vpc.id,
@@ -244,17 +267,6 @@ class Network(pulumi.ComponentResource):
             from_port=443,
             to_port=443,
             description="HTTPS to the interface endpoints",
-            tags=tags,
-            opts=opts,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{stack}-egress-s3-https",
-            security_group_id=egress_sg.id,
-            prefix_list_id=s3.prefix_list_id,
-            ip_protocol="tcp",
-            from_port=443,
-            to_port=443,
-            description="HTTPS to S3 through the gateway endpoint",
             tags=tags,
             opts=opts,
         )

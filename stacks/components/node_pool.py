@@ -11,6 +11,15 @@ Amazon EC2 instances with multiple network cards", EC2 user guide, efa-acc-inst-
 
 One ``aws.ec2.Instance`` per node, named ``<pool>-001`` …, so a single node can be replaced
 (``pulumi up --replace <urn>``) without touching the others.
+
+A second ``up`` must not replace certified nodes behind anyone's back. The AWS provider
+replaces an instance whenever its launch template version input changes
+(terraform-provider-aws ``internal/service/ec2/ec2_instance.go``, CustomizeDiff on
+``launch_template.0.version``), and every template edit makes a new version. So an instance
+ignores the version it was created with unless the spec pins one (``launch_template_version``):
+rolling a pool onto a new template is a spec change that ``invoke plan`` shows, never a side
+effect. Instances in a reservation or Capacity Block are deleted before their replacement is
+created: a full reservation has no room for the new one while the old one runs.
 """
 
 from __future__ import annotations
@@ -75,11 +84,13 @@ class NodePoolArgs:
     # Groups on the primary (IP) interface; EFA-only interfaces get only the cluster group.
     security_group_ids: list[pulumi.Input[str]]
     cluster_sg_id: pulumi.Input[str]
-    instance_profile_name: pulumi.Input[str]
+    instance_profile_name: pulumi.Input[str] | None  # None: no instance profile (the bastion)
     image_id: pulumi.Input[str]
     root_volume: RootVolumeArgs
     placement_strategy: str | None = None  # "cluster" | "partition" | None (no placement group)
     partition_count: int | None = None
+    placement_group_name: str | None = None  # an existing group: launch into it, create none
+    launch_template_version: int | None = None  # None: keep each node's creation version
     capacity_reservation_id: str | None = None
     capacity_block_id: str | None = None
     key_name: str | None = None
@@ -117,7 +128,7 @@ class NodePool(pulumi.ComponentResource):
         pool_tags = {**args.tags, t.POOL: args.pool, t.ROLE: args.role}
 
         pg = None
-        if args.placement_strategy is not None:
+        if args.placement_strategy is not None and args.placement_group_name is None:
             pg = aws.ec2.PlacementGroup(
                 prefix,
                 name=prefix,
@@ -133,9 +144,9 @@ class NodePool(pulumi.ComponentResource):
             instance_type=args.instance_type,
             key_name=args.key_name,
             update_default_version=True,
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
-                name=args.instance_profile_name
-            ),
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(name=args.instance_profile_name)
+            if args.instance_profile_name is not None
+            else None,
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
                 http_tokens="required",  # IMDSv2 only
@@ -158,17 +169,20 @@ class NodePool(pulumi.ComponentResource):
             opts=child,
         )
 
+        group_name: pulumi.Input[str] | None = pg.name if pg is not None else args.placement_group_name
+        grouped = group_name is not None
+        pinned = args.launch_template_version
+        version = str(pinned) if pinned is not None else lt.latest_version.apply(str)
+        # The pipeline records the verdict in the certification tag; a later `up` must not undo it.
+        ignored = [f'tags["{t.CERTIFICATION}"]'] + ([] if pinned is not None else ["launchTemplate.version"])
+        reserved = args.capacity_reservation_id is not None or args.capacity_block_id is not None
         self.nodes = []
         for index, node in enumerate(args.node_names):
-            partition = (
-                (index % args.partition_count) + 1 if pg is not None and args.partition_count else None
-            )
+            partition = (index % args.partition_count) + 1 if grouped and args.partition_count else None
             instance = aws.ec2.Instance(
                 node,
-                launch_template=aws.ec2.InstanceLaunchTemplateArgs(
-                    id=lt.id, version=lt.latest_version.apply(str)
-                ),
-                placement_group=pg.name if pg is not None else None,
+                launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=lt.id, version=version),
+                placement_group=group_name,
                 placement_partition_number=partition if args.placement_strategy == "partition" else None,
                 user_data=user_data(node),
                 tags=t.with_name(
@@ -176,8 +190,9 @@ class NodePool(pulumi.ComponentResource):
                     f"{args.stack}-{node}",
                     **{t.NODE: node, t.CERTIFICATION: t.CERTIFICATION_PENDING},
                 ),
-                # The pipeline records the verdict in this tag; a later `up` must not undo it.
-                opts=pulumi.ResourceOptions(parent=self, ignore_changes=[f'tags["{t.CERTIFICATION}"]']),
+                opts=pulumi.ResourceOptions(
+                    parent=self, ignore_changes=ignored, delete_before_replace=reserved or None
+                ),
             )
             self.nodes.append(
                 NodeOutputs(
@@ -191,7 +206,7 @@ class NodePool(pulumi.ComponentResource):
                     availability_zone=instance.availability_zone,
                 )
             )
-        self.placement_group_name = pg.name if pg is not None else None
+        self.placement_group_name = pulumi.Output.from_input(group_name) if grouped else None
         self.launch_template_id = lt.id
         self.register_outputs({"launch_template_id": lt.id, "nodes": [n.instance_id for n in self.nodes]})
 

@@ -1,8 +1,18 @@
-"""Shared storage: FSx for Lustre (with its own security group) and the checkpoint bucket.
+"""Shared storage: FSx for Lustre (with its own security group), the checkpoint bucket, and the
+SSM transfer bucket.
 
 Lustre traffic is TCP 988 and 1018-1023 (FSx for Lustre user guide, "File system access
 control with Amazon VPC"): the file system's group allows those ports from itself and from the
-node group, and the node group may reach the file system on them; nothing else.
+node group, and the node group may reach the file system on them; nothing else. FSx checks
+those rules when the file system is created, so it depends on every one of them, not only on
+the group id (aws-parallelcluster#6181 "InvalidNetworkSettings ... port 988", fixed by a
+DependsOn on the rules in #6342).
+
+The checkpoint bucket is kept by ``pulumi destroy`` (``retain_on_delete``): ``invoke down``
+says what it holds and empties it only after a typed confirmation
+(``clusterforge.providers.aws.teardown``). The transfer bucket carries the Ansible ``aws_ssm``
+connection's file copies: unversioned (the plugin's docs warn that a versioned bucket keeps
+every payload in its history) and emptied by a one-day lifecycle.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ import pulumi_aws as aws
 from components.tags import with_name
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
+# Transfer payloads are needed for seconds; one day is the shortest S3 lifecycle expiration.
+TRANSFER_EXPIRY_DAYS = 1
 LUSTRE_VERSION = "2.15"
 DRA_FILE_SYSTEM_PATH = "/data"
 
@@ -42,6 +54,7 @@ class StorageArgs:
     client_sg_id: pulumi.Input[str]
     fsx: FsxArgs | None
     bucket: BucketArgs | None
+    transfer_bucket: bool = False  # connection: ssm needs one for Ansible's file copies
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -51,12 +64,16 @@ class Storage(pulumi.ComponentResource):
     fsx_id: pulumi.Output[str] | None = None
     bucket_name: pulumi.Output[str] | None = None
     bucket_arn: pulumi.Output[str] | None = None
+    transfer_bucket_name: pulumi.Output[str] | None = None
+    transfer_bucket_arn: pulumi.Output[str] | None = None
 
     def __init__(self, name: str, args: StorageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("clusterforge:storage:Storage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         if args.bucket is not None:
             self._bucket(args, args.bucket, child)
+        if args.transfer_bucket:
+            self._transfer_bucket(args, child)
         if args.fsx is not None:
             self._lustre(args, args.fsx, child)
         self.register_outputs(
@@ -64,6 +81,7 @@ class Storage(pulumi.ComponentResource):
                 "fsx_dns_name": self.fsx_dns_name,
                 "fsx_mount_name": self.fsx_mount_name,
                 "bucket_name": self.bucket_name,
+                "transfer_bucket_name": self.transfer_bucket_name,
             }
         )
 
@@ -76,10 +94,11 @@ class Storage(pulumi.ComponentResource):
             tags=with_name(tags, f"{stack}-fsx"),
             opts=opts,
         )
+        rules: list[pulumi.Resource] = []
         for low, high in LUSTRE_PORTS:
             ports = f"{low}" if low == high else f"{low}-{high}"
             for peer_label, peer in (("self", sg.id), ("nodes", args.client_sg_id)):
-                aws.vpc.SecurityGroupIngressRule(
+                ingress = aws.vpc.SecurityGroupIngressRule(
                     f"{stack}-fsx-in-{ports}-{peer_label}",
                     security_group_id=sg.id,
                     referenced_security_group_id=peer,
@@ -90,7 +109,7 @@ class Storage(pulumi.ComponentResource):
                     tags=tags,
                     opts=opts,
                 )
-                aws.vpc.SecurityGroupEgressRule(
+                egress = aws.vpc.SecurityGroupEgressRule(
                     f"{stack}-fsx-out-{ports}-{peer_label}",
                     security_group_id=sg.id,
                     referenced_security_group_id=peer,
@@ -101,8 +120,9 @@ class Storage(pulumi.ComponentResource):
                     tags=tags,
                     opts=opts,
                 )
+                rules += [ingress, egress]
             # The node side: reach the file system, and accept its replies/callbacks.
-            aws.vpc.SecurityGroupEgressRule(
+            to_fsx = aws.vpc.SecurityGroupEgressRule(
                 f"{stack}-nodes-to-fsx-{ports}",
                 security_group_id=args.client_sg_id,
                 referenced_security_group_id=sg.id,
@@ -113,7 +133,7 @@ class Storage(pulumi.ComponentResource):
                 tags=tags,
                 opts=opts,
             )
-            aws.vpc.SecurityGroupIngressRule(
+            from_fsx = aws.vpc.SecurityGroupIngressRule(
                 f"{stack}-nodes-from-fsx-{ports}",
                 security_group_id=args.client_sg_id,
                 referenced_security_group_id=sg.id,
@@ -124,6 +144,7 @@ class Storage(pulumi.ComponentResource):
                 tags=tags,
                 opts=opts,
             )
+            rules += [to_fsx, from_fsx]
 
         persistent = fsx.deployment_type.startswith("PERSISTENT")
         # PERSISTENT_2 links S3 through a data repository association; older types take import_path.
@@ -141,7 +162,7 @@ class Storage(pulumi.ComponentResource):
             # FSx for Lustre always encrypts at rest (AWS-managed key unless kms_key_id is set).
             copy_tags_to_backups=persistent or None,
             tags=with_name(tags, f"{stack}-fsx"),
-            opts=opts,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=rules)),
         )
         if use_dra:
             aws.fsx.DataRepositoryAssociation(
@@ -159,12 +180,15 @@ class Storage(pulumi.ComponentResource):
                 opts=opts,
             )
         self.fsx_id = fs.id
+        self.fsx_rules = rules
         self.fsx_dns_name = fs.dns_name
         self.fsx_mount_name = fs.mount_name
 
     def _bucket(self, args: StorageArgs, spec: BucketArgs, opts: pulumi.ResourceOptions) -> None:
         stack, tags = args.stack, args.tags
         name = f"{stack}-checkpoints"
+        # Checkpoints outlive `pulumi destroy`; `invoke down` decides (see the module docstring).
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
         bucket = aws.s3.Bucket(
             name,
             bucket=spec.name,
@@ -228,3 +252,63 @@ class Storage(pulumi.ComponentResource):
         )
         self.bucket_name = bucket.bucket
         self.bucket_arn = bucket.arn
+
+    def _transfer_bucket(self, args: StorageArgs, opts: pulumi.ResourceOptions) -> None:
+        stack, tags = args.stack, args.tags
+        name = f"{stack}-ssm-transfer"
+        bucket = aws.s3.Bucket(
+            name,
+            bucket_prefix=f"clusterforge-{stack}-ssm-"[:37],
+            force_destroy=True,  # only transient copies live here
+            tags=with_name(tags, name),
+            opts=opts,
+        )
+        aws.s3.BucketPublicAccessBlock(
+            name,
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=opts,
+        )
+        aws.s3.BucketOwnershipControls(
+            name,
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=opts,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            name,
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms"
+                    ),
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=opts,
+        )
+        # No BucketVersioning resource: a new bucket is unversioned, and must stay so.
+        aws.s3.BucketLifecycleConfiguration(
+            name,
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-transfers",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(
+                        days=TRANSFER_EXPIRY_DAYS
+                    ),
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=TRANSFER_EXPIRY_DAYS
+                    ),
+                )
+            ],
+            opts=opts,
+        )
+        self.transfer_bucket_name = bucket.bucket
+        self.transfer_bucket_arn = bucket.arn

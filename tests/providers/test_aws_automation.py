@@ -138,3 +138,98 @@ def test_missing_cli_says_how_to_install(monkeypatch: pytest.MonkeyPatch):
     with pytest.raises(am.PulumiCliMissing) as err:
         am.StackDriver("prod").preview()
     assert "get.pulumi.com" in str(err.value) and "pulumi plugin install resource aws" in str(err.value)
+
+
+class RecordingStack(FakeStack):
+    """A stack whose `up` exports the AMI, with a config map like the CLI keeps."""
+
+    def __init__(self, ami: str, config: dict[str, auto.ConfigValue] | None = None):
+        super().__init__()
+        self.ami = ami
+        self.config = dict(config or {})
+
+    def up(self, **kwargs: Any) -> auto.UpResult:
+        self.calls.append("up")
+        outputs = {"ami": auto.OutputValue(self.ami, False)}
+        return auto.UpResult(stdout="", stderr="", summary=None, outputs=outputs)  # type: ignore[arg-type]
+
+    def get_all_config(self) -> dict[str, auto.ConfigValue]:
+        return dict(self.config)
+
+    def set_config(self, key: str, value: auto.ConfigValue, *, path: bool = False) -> None:
+        self.calls.append(f"set_config {key}={value.value}")
+        self.config[key] = value
+
+
+def test_up_records_the_ami_the_nodes_booted_once():
+    stack = RecordingStack("ami-0123456789abcdef0")
+    lines: list[str] = []
+    driver = _driver(stack)
+    driver.on_output = lines.append
+    driver.up()
+    driver.up()  # already recorded: no second write
+    assert stack.calls == ["up", "set_config clusterforge:ami=ami-0123456789abcdef0", "up"]
+    assert len(lines) == 1 and "stacks/Pulumi.prod.yaml: commit it" in lines[0]
+
+
+def test_a_new_spec_ami_replaces_the_record():
+    old = {am.AMI_CONFIG_KEY: auto.ConfigValue(value="ami-0123456789abcdef0")}
+    stack = RecordingStack("ami-0fedcba9876543210", old)
+    _driver(stack).up()
+    assert stack.config[am.AMI_CONFIG_KEY].value == "ami-0fedcba9876543210"
+
+
+class FakeWorkspace:
+    """`LocalWorkspace.who_am_i` at the seam: the CLI's answer for a logged-in backend."""
+
+    def __init__(self, url: str | None = None, error: Exception | None = None):
+        self.url, self.error = url, error
+
+    def who_am_i(self) -> auto.WhoAmIResult:
+        if self.error is not None:
+            raise self.error
+        return auto.WhoAmIResult(user="ops", url=self.url, organizations=[])
+
+
+@pytest.mark.parametrize("url", ["file://~", "file:///srv/pulumi", "s3://state-bucket/clusterforge"])
+def test_self_managed_backend_without_a_passphrase_stops_before_anything_runs(url: str, tmp_path):
+    with pytest.raises(am.BackendNotReady, match="PULUMI_CONFIG_PASSPHRASE") as err:
+        am.backend_notes(FakeWorkspace(url), "prod", str(tmp_path), env={})
+    assert url in str(err.value) and "'prod'" in str(err.value)
+
+
+def test_the_real_factory_checks_the_backend_first(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    monkeypatch.setattr(am.shutil, "which", lambda name: "/usr/bin/pulumi")
+    created: list[str] = []
+    monkeypatch.setattr(auto.Stack, "create_or_select", lambda name, ws: created.append(name))
+    with pytest.raises(am.BackendNotReady):
+        am.pulumi_stack("prod", str(tmp_path), workspace_factory=lambda d: FakeWorkspace("file://~"), env={})
+    assert created == []  # no `stack init` was attempted
+    am.pulumi_stack(
+        "prod",
+        str(tmp_path),
+        workspace_factory=lambda d: FakeWorkspace("file://~"),
+        env={"PULUMI_CONFIG_PASSPHRASE": ""},
+    )
+    assert created == ["prod"]  # an empty passphrase is a passphrase
+
+
+def test_passphrase_set_warns_about_the_salt_only_for_a_new_stack(tmp_path):
+    env = {"PULUMI_CONFIG_PASSPHRASE_FILE": "/run/secrets/pulumi"}
+    (tmp_path / "Pulumi.prod.yaml").write_text("config:\n  aws:region: us-east-1\n")
+    (note,) = am.backend_notes(FakeWorkspace("s3://state"), "prod", str(tmp_path), env)
+    assert "encryptionsalt" in note and "tracked by git" in note
+    (tmp_path / "Pulumi.prod.yaml").write_text("encryptionsalt: v1:abc\nconfig: {}\n")
+    assert am.backend_notes(FakeWorkspace("s3://state"), "prod", str(tmp_path), env) == []
+
+
+def test_cloud_backend_and_kms_secrets_need_no_passphrase(tmp_path):
+    assert am.backend_notes(FakeWorkspace("https://api.pulumi.com"), "prod", str(tmp_path), env={}) == []
+    (tmp_path / "Pulumi.prod.yaml").write_text("secretsprovider: awskms://alias/pulumi\n")
+    assert am.backend_notes(FakeWorkspace("s3://state"), "prod", str(tmp_path), env={}) == []
+
+
+def test_not_logged_in_says_how_to_log_in(tmp_path):
+    failure = auto.errors.CommandError(auto.CommandResult(stdout="", stderr="error: not logged in", code=255))
+    with pytest.raises(am.BackendNotReady, match="pulumi login --local"):
+        am.backend_notes(FakeWorkspace(error=failure), "prod", str(tmp_path), env={})

@@ -24,6 +24,7 @@ OUTPUTS = {
     "region": "us-west-2",
     "connection": "ssm",
     "bucket": None,
+    "transfer_bucket": "clusterforge-dev-ssm-0001",
     "nodes": [
         _entry("gpu-002", "gpu", "gpu", "10.0.0.6"),
         _entry("gpu-001", "gpu", "gpu", "10.0.0.5"),
@@ -32,17 +33,26 @@ OUTPUTS = {
 }
 
 
-def test_nodes_in_pool_order_with_ssm_vars_and_no_bucket():
+def test_nodes_in_pool_order_with_ssm_vars_through_the_transfer_bucket():
     spec, _ = load_spec(stack_path("dev"))
-    nodes = nodes_from_outputs(spec, OUTPUTS)
+    nodes = nodes_from_outputs(spec, {**OUTPUTS, "bucket": "clusterforge-dev-ckpt-0001"})
     assert [n.name for n in nodes] == ["head-001", "gpu-001", "gpu-002"]
     assert nodes[1].connection == {
         "ansible_connection": "amazon.aws.aws_ssm",
         "ansible_host": "i-0gpu001",
         "ansible_aws_ssm_instance_id": "i-0gpu001",
         "ansible_aws_ssm_region": "us-west-2",
+        # never the (versioned) checkpoint bucket: copied files would stay in its history
+        "ansible_aws_ssm_bucket_name": "clusterforge-dev-ssm-0001",
+        "ansible_aws_ssm_bucket_sse_mode": "aws:kms",
     }
     assert (nodes[1].address, nodes[1].provider_id, nodes[1].state) == ("10.0.0.5", "i-0gpu001", "running")
+
+
+def test_ssm_without_a_transfer_bucket_says_what_is_missing():
+    spec, _ = load_spec(stack_path("dev"))
+    with pytest.raises(OutputsError, match="no 'transfer_bucket'"):
+        nodes_from_outputs(spec, {**OUTPUTS, "transfer_bucket": None})
 
 
 def test_never_brought_up_is_no_nodes():

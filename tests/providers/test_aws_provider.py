@@ -29,6 +29,7 @@ class FakeDriver:
         node = {"pool": "gpu", "role": "gpu", "instance_type": "g5.xlarge", "availability_zone": "us-west-2a"}
         return {
             "bucket": "b",
+            "transfer_bucket": "t",
             "nodes": [
                 {**node, "name": "gpu-001", "instance_id": "i-01", "private_ip": "10.0.0.5"},
                 {**node, "name": "gpu-002", "instance_id": "i-02", "private_ip": "10.0.0.6"},

@@ -9,11 +9,15 @@ attributes the program reads (ids, IPs, DNS names), made deterministic from the 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
 from clusterforge.providers.aws.policy import Graph, PolicyContext, Resource
 from clusterforge.spec.loader import load_spec, stack_path
@@ -25,12 +29,15 @@ if str(STACKS) not in sys.path:
     sys.path.insert(0, str(STACKS))  # `components` is imported as Pulumi imports it from stacks/
 
 MOCK_AMI = "ami-0123456789abcdef0"
+# The options of the registration being handled on this thread (see RecordingMonitor).
+_OPTIONS = threading.local()
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[Resource] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.ssm_ami = MOCK_AMI  # what the SSM public parameter answers (a new AMI release changes it)
 
     def reset(self) -> None:
         self.resources = []
@@ -49,7 +56,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             )
             rid = f"i-{n:017x}"
         elif args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
-            state.update(latestVersion=1)
+            # As AWS does: other template data is another version (a stable number per content).
+            digest = hashlib.sha256(json.dumps(args.inputs, sort_keys=True, default=str).encode()).digest()
+            state.update(latestVersion=1 + int.from_bytes(digest[:2], "big"))
         elif args.typ == "aws:s3/bucket:Bucket":
             name = args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', '')}0001"
             state.update(bucket=name, arn=f"arn:aws:s3:::{name}")
@@ -60,7 +69,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.update(prefixListId="pl-63a5400a")
         elif args.typ in ("aws:iam/role:Role", "aws:iam/instanceProfile:InstanceProfile"):
             state.update(name=args.name, arn=f"arn:aws:iam::123456789012:role/{args.name}")
-        self.resources.append(Resource(args.typ, args.name, rid, dict(args.inputs)))
+        options = dict(getattr(_OPTIONS, "value", {}))
+        self.resources.append(Resource(args.typ, args.name, rid, dict(args.inputs), options))
         return rid, state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -68,15 +78,35 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.token == "aws:ssm/getParameter:getParameter":
             return {
                 "name": args.args["name"],
-                "value": MOCK_AMI,
+                "value": self.ssm_ami,
                 "type": "String",
                 "id": args.args["name"],
             }, []
         return {}, []
 
 
+class RecordingMonitor(MockMonitor):
+    """Pulumi's mock monitor, keeping the resource options the mocks never see (the policies and
+    the replacement simulation need dependencies, ignoreChanges and deleteBeforeReplace)."""
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (the gRPC method name)
+        _OPTIONS.value = {
+            "urn": self.make_urn(request.parent, request.type, request.name),
+            "dependencies": list(request.dependencies),
+            "ignoreChanges": list(request.ignoreChanges),
+            "deleteBeforeReplace": bool(request.deleteBeforeReplace),
+            "retainOnDelete": bool(request.retainOnDelete),
+        }
+        try:
+            return super().RegisterResource(request)
+        finally:
+            _OPTIONS.value = {}
+
+
 MOCKS = RecordingMocks()
-pulumi.runtime.set_mocks(MOCKS, project="clusterforge", stack="test", preview=False)
+pulumi.runtime.set_mocks(
+    MOCKS, project="clusterforge", stack="test", preview=False, monitor=RecordingMonitor(MOCKS)
+)
 
 
 def descendants(roots: list[pulumi.Resource]) -> list[pulumi.Resource]:
@@ -123,20 +153,25 @@ def aws_examples() -> list[str]:
 _GRAPHS: dict[str, list[Resource]] = {}
 
 
-async def program(spec: ClusterSpec) -> Graph:
+async def program(spec: ClusterSpec, ssm_ami: str = MOCK_AMI, recorded_ami: str | None = None) -> Graph:
     """Run the whole program for ``spec`` under the mocks; the recorded resource graph.
 
-    The program is deterministic, so each distinct spec runs once per session and later tests
-    get the same recorded graph (keeps the suite near one program run per spec)."""
+    ``ssm_ami`` is what the SSM public parameter answers on this run; ``recorded_ami`` what the
+    stack config recorded on an earlier one. The program is deterministic, so each distinct
+    input runs once per session and later tests get the same recorded graph."""
     from components.cluster import build_cluster
 
-    key = spec.model_dump_json()
+    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami])
     if key not in _GRAPHS:
         MOCKS.reset()
-        cluster = build_cluster(spec)
-        _GRAPHS[key] = await settle(
-            [cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]
-        )
+        MOCKS.ssm_ami = ssm_ami
+        try:
+            cluster = build_cluster(spec, recorded_ami=recorded_ami)
+            _GRAPHS[key] = await settle(
+                [cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]
+            )
+        finally:
+            MOCKS.ssm_ami = MOCK_AMI
     return Graph(list(_GRAPHS[key]))
 
 
@@ -144,3 +179,34 @@ def policy_context(spec: ClusterSpec) -> PolicyContext:
     return PolicyContext(
         admin_cidrs=tuple(str(c) for c in spec.provider.admin_cidrs), vpc_cidr=str(spec.network.vpc_cidr)
     )
+
+
+def _without(inputs: dict[str, Any], path: str) -> None:
+    """Drop one ignoreChanges path (``a.b`` or ``tags["k"]``) from ``inputs``, in place."""
+    parts = path.replace('["', ".").replace('"]', "").split(".")
+    node: Any = inputs
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return
+    if isinstance(node, dict):
+        node.pop(parts[-1], None)
+
+
+def changed_instances(before: Graph, after: Graph) -> list[str]:
+    """Instances a second ``pulumi up`` would touch, as the engine decides it: their inputs
+    differ once the ``ignoreChanges`` paths are taken out (any other instance input change
+    replaces an EC2 instance: launch template version, AMI, subnet, placement)."""
+    old = {r.name: r for r in before.of("aws:ec2/instance:Instance")}
+    out = []
+    for new in after.of("aws:ec2/instance:Instance"):
+        prev = old.get(new.name)
+        if prev is None:
+            continue
+        a, b = json.loads(json.dumps(prev.inputs)), json.loads(json.dumps(new.inputs))
+        for path in new.options.get("ignoreChanges", []):
+            _without(a, path)
+            _without(b, path)
+        if a != b:
+            out.append(new.name)
+    return sorted(out)

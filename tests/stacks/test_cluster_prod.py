@@ -8,6 +8,7 @@ import pulumi
 
 from clusterforge.catalog import load_hardware
 from clusterforge.providers.aws import policy as p
+from clusterforge.spec.models import ClusterSpec
 from tests.stacks.harness import MOCK_AMI, load_example, program
 
 
@@ -110,7 +111,7 @@ def test_fsx_lustre_and_its_security_group_rules():
 def test_checkpoint_bucket_private_encrypted_versioned_with_lifecycle():
     async def check():
         graph = await program(load_example("prod"))
-        (bucket,) = graph.of(p.BUCKET)
+        (bucket,) = [b for b in graph.of(p.BUCKET) if b.name == "prod-checkpoints"]
         attached = {
             r.type.rsplit(":", 1)[-1]: r.inputs
             for r in graph.resources
@@ -135,33 +136,62 @@ def test_checkpoint_bucket_private_encrypted_versioned_with_lifecycle():
 def test_instance_role_has_ssm_core_and_only_the_checkpoint_bucket():
     async def check():
         graph = await program(load_example("prod"))
-        (bucket,) = graph.of(p.BUCKET)
+        buckets = {b.name: b for b in graph.of(p.BUCKET)}
         attachments = [
             r.inputs["policyArn"]
             for r in graph.resources
             if r.type == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
         ]
         assert attachments == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
-        (inline,) = [r for r in graph.resources if r.type == "aws:iam/rolePolicy:RolePolicy"]
+        inline = [r for r in graph.resources if r.type == "aws:iam/rolePolicy:RolePolicy"]
         resources = {
-            res for st in json.loads(inline.inputs["policy"])["Statement"] for res in [st["Resource"]]
+            res
+            for policy in inline
+            for st in json.loads(policy.inputs["policy"])["Statement"]
+            for res in [st["Resource"]]
         }
-        arn = f"arn:aws:s3:::{bucket.id}"
-        assert resources == {arn, f"{arn}/*"}
+        arns = [f"arn:aws:s3:::{buckets[name].id}" for name in ("prod-checkpoints", "prod-ssm-transfer")]
+        assert resources == {a for arn in arns for a in (arn, f"{arn}/*")}
+
+    return check()
+
+
+def endpoints_prod() -> ClusterSpec:
+    """prod without internet egress: VPC endpoints only, on a pre-baked image."""
+    spec = load_example("prod")
+    provider = spec.provider.model_copy(
+        update={"egress": "endpoints", "ami": "ami-0fedcba9876543210", "ami_prebaked": True}
+    )
+    return spec.model_copy(update={"provider": provider})
+
+
+def _endpoint_services(graph: p.Graph) -> list[str]:
+    return sorted(
+        r.inputs["serviceName"] for r in graph.resources if r.type == "aws:ec2/vpcEndpoint:VpcEndpoint"
+    )
+
+
+@pulumi.runtime.test
+def test_no_ssh_ingress_nat_and_an_s3_gateway_endpoint():
+    async def check():
+        graph = await program(load_example("prod"))  # admin_cidrs: [], egress: nat
+        assert not [r for r in graph.of(p.INGRESS) if r.inputs.get("fromPort") == 22]
+        assert [r for r in graph.resources if r.type == "aws:ec2/natGateway:NatGateway"]
+        # Checkpoint traffic must not pay the NAT gateway's per-GB charge.
+        assert _endpoint_services(graph) == ["com.amazonaws.us-east-1.s3"]
+        (s3,) = [r for r in graph.resources if r.type == "aws:ec2/vpcEndpoint:VpcEndpoint"]
+        private = next(r.id for r in graph.resources if r.name == "prod-private" and "routeTable:" in r.type)
+        assert s3.inputs["vpcEndpointType"] == "Gateway" and s3.inputs["routeTableIds"] == [private]
 
     return check()
 
 
 @pulumi.runtime.test
-def test_no_ssh_ingress_and_endpoints_instead_of_nat():
+def test_endpoints_mode_has_no_nat_and_the_ssm_endpoints():
     async def check():
-        graph = await program(load_example("prod"))  # admin_cidrs: [], egress: endpoints
-        assert not [r for r in graph.of(p.INGRESS) if r.inputs.get("fromPort") == 22]
+        graph = await program(endpoints_prod())
         assert not [r for r in graph.resources if r.type == "aws:ec2/natGateway:NatGateway"]
-        services = sorted(
-            r.inputs["serviceName"] for r in graph.resources if r.type == "aws:ec2/vpcEndpoint:VpcEndpoint"
-        )
-        assert services == [
+        assert _endpoint_services(graph) == [
             f"com.amazonaws.us-east-1.{s}" for s in ("ec2messages", "s3", "ssm", "ssmmessages")
         ]
 

@@ -8,7 +8,7 @@ from components.cluster import build_cluster, export_cluster
 
 from clusterforge.inventory import render_hosts
 from clusterforge.providers.aws.inventory import SSM_CONNECTION, nodes_from_outputs
-from tests.stacks.harness import MOCKS, load_example
+from tests.stacks.harness import MOCK_AMI, MOCKS, load_example
 
 
 @pulumi.runtime.test
@@ -22,6 +22,8 @@ def test_prod_outputs_become_nodes_and_an_inventory():
             outputs["fsx"]["dns_name"].endswith(".amazonaws.com") and outputs["fsx"]["mount_point"] == "/fsx"
         )
         assert outputs["bucket"].startswith("clusterforge-prod-ckpt-")
+        assert outputs["transfer_bucket"].startswith("clusterforge-prod-ssm-")
+        assert outputs["ami"] == MOCK_AMI and outputs["fsx"]["id"]
 
         nodes = nodes_from_outputs(spec, outputs)
         assert [n.name for n in nodes] == ["head-001"] + [f"gpu-{i:03d}" for i in range(1, 17)]
@@ -33,7 +35,7 @@ def test_prod_outputs_become_nodes_and_an_inventory():
             "ansible_host": gpu.provider_id,
             "ansible_aws_ssm_instance_id": gpu.provider_id,
             "ansible_aws_ssm_region": "us-east-1",
-            "ansible_aws_ssm_bucket_name": outputs["bucket"],
+            "ansible_aws_ssm_bucket_name": outputs["transfer_bucket"],
             "ansible_aws_ssm_bucket_sse_mode": "aws:kms",
         }
         assert len({n.address for n in nodes}) == len(nodes)

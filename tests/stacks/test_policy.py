@@ -13,6 +13,7 @@ import pytest
 from clusterforge.providers.aws import policy as p
 from clusterforge.spec.models import ClusterSpec, PlacementGroup
 from tests.stacks.harness import aws_examples, load_example, policy_context, program
+from tests.stacks.test_cluster_prod import endpoints_prod
 
 
 def _bastion_dev() -> ClusterSpec:
@@ -49,6 +50,7 @@ VARIANTS["dev-ssh-bastion"] = _bastion_dev
 VARIANTS["prod-fsx-dra"] = _with_import_path
 VARIANTS["dev-login-node"] = _with_login
 VARIANTS["prod-partition-group"] = _partition
+VARIANTS["prod-endpoints"] = endpoints_prod
 
 
 def test_examples_cover_prod_and_dev():
@@ -120,7 +122,7 @@ def _set(path: list[str], value: object) -> Callable[[dict], None]:
 
 GRAPH_MUTATIONS: dict[str, tuple[str, str, Callable[[list[p.Resource]], list[p.Resource]]]] = {
     "endpoint-https-from-anywhere": (
-        "prod",
+        "prod-endpoints",
         "no-open-ingress",
         lambda rs: _mutate(rs, _named(p.INGRESS, "prod-endpoints-https"), _set(["cidrIpv4"], "0.0.0.0/0")),
     ),
@@ -190,7 +192,7 @@ def test_broken_program_fails_its_policy(case: str):
     stack, policy, mutate = GRAPH_MUTATIONS[case]
 
     async def check():
-        spec = load_example(stack)
+        spec = VARIANTS[stack]()
         graph = await program(spec)
         ctx = policy_context(spec)
         assert p.check(graph.resources, ctx, only=[policy]) == []  # the unbroken program passes

@@ -2,17 +2,29 @@
 
 The Automation API runs the Pulumi CLI underneath: without it nothing here can work, and the
 error says how to install it. Everything goes through ``StackDriver``, whose only seam is the
-stack factory ``(stack_name, work_dir) -> Stack``; tests pass a fake stack there.
+stack factory ``(stack_name, work_dir) -> Stack``; tests pass a fake stack there. The real
+factory first asks the workspace where state lives (``who_am_i``): a self-managed backend
+(``pulumi login --local``, ``s3://`` …) encrypts config with a passphrase, and the CLI's
+non-interactive ``stack init`` then fails without one (pulumi/pulumi#3204 made it fail rather
+than prompt; automation-api-examples#4 shows the message): say what to set before anything runs.
+
+After ``up`` the AMI the nodes booted is recorded in the stack config (``clusterforge:ami``, in
+``stacks/Pulumi.<stack>.yaml``) so the next run does not follow the SSM parameter to a newer
+image (``stacks/components/cluster.py``, ``image_id``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+import yaml
 
 STACKS_DIR = Path(__file__).resolve().parents[3] / "stacks"
 INSTANCE_TYPE = "aws:ec2/instance:Instance"
@@ -37,8 +49,18 @@ OP_GROUPS = {
 }
 
 
+AMI_CONFIG_KEY = "clusterforge:ami"
+# State backends that are not Pulumi Cloud: their default secrets provider is a passphrase.
+SELF_MANAGED_SCHEMES = ("file://", "s3://", "gs://", "azblob://", "postgres://")
+PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+
+
 class PulumiCliMissing(Exception):
     """The Pulumi CLI cannot be found; the message says how to install it."""
+
+
+class BackendNotReady(Exception):
+    """The Pulumi backend cannot run this stack non-interactively; the message says what to set."""
 
 
 class DestroyAborted(Exception):
@@ -55,19 +77,76 @@ class StackLike(Protocol):
     def destroy(self, **kwargs: Any) -> Any: ...
     def outputs(self) -> dict[str, Any]: ...
     def export_stack(self) -> Any: ...
+    def get_all_config(self) -> dict[str, Any]: ...
+    def set_config(self, key: str, value: Any, *, path: bool = False) -> None: ...
+
+
+class WorkspaceLike(Protocol):
+    """The part of ``pulumi.automation.LocalWorkspace`` the backend check uses."""
+
+    def who_am_i(self) -> Any: ...
 
 
 StackFactory = Callable[[str, str], StackLike]
 
 
-def pulumi_stack(stack_name: str, work_dir: str) -> StackLike:
-    """The real factory: a local-program stack in ``work_dir`` (created if new)."""
+def backend_notes(
+    workspace: WorkspaceLike, stack_name: str, work_dir: str, env: Mapping[str, str] = os.environ
+) -> list[str]:
+    """Raise ``BackendNotReady`` when this backend would stop ``stack init``/``up`` for want of
+    a passphrase; else the things a person should know (lines to print)."""
+    try:
+        url = workspace.who_am_i().url or ""
+    except Exception as exc:  # CommandError: not logged in, or the backend is unreachable
+        raise BackendNotReady(
+            f"pulumi cannot tell which backend to use ({str(exc).strip().splitlines()[-1] if str(exc) else exc}); "
+            "run `pulumi login` (Pulumi Cloud), `pulumi login --local`, or `pulumi login s3://BUCKET`"
+        ) from None
+    if not url.startswith(SELF_MANAGED_SCHEMES):
+        return []
+    stack_file = Path(work_dir) / f"Pulumi.{stack_name}.yaml"
+    settings = (yaml.safe_load(stack_file.read_text(encoding="utf-8")) if stack_file.exists() else None) or {}
+    provider = str(settings.get("secretsprovider") or "passphrase")
+    if not provider.startswith("passphrase"):
+        return []  # a KMS/Vault secrets provider: no passphrase involved
+    if not any(var in env for var in PASSPHRASE_VARS):  # an empty passphrase is allowed (pulumi#2904)
+        raise BackendNotReady(
+            f"the Pulumi backend {url} is self-managed: stack {stack_name!r} encrypts its config with a "
+            "passphrase, and the Automation API cannot prompt for it. Set PULUMI_CONFIG_PASSPHRASE (or "
+            "PULUMI_CONFIG_PASSPHRASE_FILE) and keep it: the same passphrase is needed on every later run"
+        )
+    if "encryptionsalt" not in settings:
+        return [
+            f"note: Pulumi will write an `encryptionsalt` into {stack_file} (tracked by git) when it creates "
+            f"stack {stack_name!r}; commit it: it is not a secret, and without it the passphrase cannot "
+            "decrypt this stack's secrets"
+        ]
+    return []
+
+
+def _local_workspace(work_dir: str) -> WorkspaceLike:
+    from pulumi import automation as auto
+
+    return auto.LocalWorkspace(work_dir=work_dir)
+
+
+def pulumi_stack(
+    stack_name: str,
+    work_dir: str,
+    workspace_factory: Callable[[str], WorkspaceLike] = _local_workspace,
+    env: Mapping[str, str] = os.environ,
+) -> StackLike:
+    """The real factory: a local-program stack in ``work_dir`` (created if new), after the
+    backend check."""
     if shutil.which("pulumi") is None:
         raise PulumiCliMissing(INSTALL_HINT)
     from pulumi import automation as auto
 
     try:
-        return auto.create_or_select_stack(stack_name=stack_name, work_dir=work_dir)
+        workspace = workspace_factory(work_dir)
+        for line in backend_notes(workspace, stack_name, work_dir, env):
+            print(line, file=sys.stderr)
+        return auto.Stack.create_or_select(stack_name, workspace)  # type: ignore[arg-type]
     except FileNotFoundError:  # the CLI vanished between the check and the call
         raise PulumiCliMissing(INSTALL_HINT) from None
 
@@ -161,9 +240,27 @@ class StackDriver:
         return summarise_events(self.stack_name, events)
 
     def up(self) -> dict[str, Any]:
-        """Create or update everything; the stack outputs afterwards (plain values)."""
+        """Create or update everything; the stack outputs afterwards (plain values). Records
+        the AMI the nodes now run, so the next run keeps it."""
         result = self.stack.up(on_output=self.on_output)
-        return {k: v.value for k, v in result.outputs.items()}
+        outputs = {k: v.value for k, v in result.outputs.items()}
+        self.record_ami(outputs.get("ami"))
+        return outputs
+
+    def record_ami(self, ami: str | None) -> None:
+        if not ami:
+            return
+        recorded = self.stack.get_all_config().get(AMI_CONFIG_KEY)
+        if recorded is not None and getattr(recorded, "value", recorded) == ami:
+            return
+        from pulumi import automation as auto
+
+        self.stack.set_config(AMI_CONFIG_KEY, auto.ConfigValue(value=ami))
+        if self.on_output:
+            self.on_output(
+                f"recorded {AMI_CONFIG_KEY}={ami} in stacks/Pulumi.{self.stack_name}.yaml: commit it. Nodes "
+                "keep this image; set provider.ami in the spec to move them to another\n"
+            )
 
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self.stack.outputs().items()}

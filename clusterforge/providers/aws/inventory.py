@@ -3,8 +3,8 @@ renders into hosts.yml), with the connection the spec asks for:
 
 - ``ssm``: Ansible's SSM connection plugin (``amazon.aws.aws_ssm``; ``community.aws.aws_ssm`` is
   now a redirect to it), addressed by instance id, no inbound port at all; file transfers go
-  through the checkpoint bucket (the instance role may use it and nothing else), KMS-encrypted
-  as the bucket's default encryption asks;
+  through the stack's unversioned SSM transfer bucket (a versioned one keeps every copied file
+  in its history, as the plugin's own notes warn), KMS-encrypted as its default encryption asks;
 - ``ssh-bastion``: plain SSH to the private address, jumping through the stack's bastion.
 """
 
@@ -36,9 +36,14 @@ def connection_vars(spec: ClusterSpec, outputs: Mapping[str, Any], node: Mapping
             "ansible_aws_ssm_instance_id": node["instance_id"],
             "ansible_aws_ssm_region": provider.region,
         }
-        if outputs.get("bucket"):
-            conn["ansible_aws_ssm_bucket_name"] = str(outputs["bucket"])
-            conn["ansible_aws_ssm_bucket_sse_mode"] = "aws:kms"
+        bucket = outputs.get("transfer_bucket")
+        if not bucket:
+            raise OutputsError(
+                f"stack {spec.stack!r}: connection is ssm but the outputs have no 'transfer_bucket' "
+                "(the aws_ssm connection copies files through it); run `invoke up` to create it"
+            )
+        conn["ansible_aws_ssm_bucket_name"] = str(bucket)
+        conn["ansible_aws_ssm_bucket_sse_mode"] = "aws:kms"
         return conn
     bastion = outputs.get("bastion")
     if not bastion:

@@ -72,6 +72,9 @@ class Resource:
     name: str
     id: str
     inputs: dict[str, Any]
+    # Resource options as the engine receives them (urn, dependencies, ignoreChanges,
+    # deleteBeforeReplace, retainOnDelete); empty where the recorder does not know them.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,8 +100,11 @@ class Graph:
     resources: list[Resource]
     by_id: dict[str, Resource] = field(init=False)
 
+    by_urn: dict[str, Resource] = field(init=False)
+
     def __post_init__(self) -> None:
         self.by_id = {r.id: r for r in self.resources}
+        self.by_urn = {r.options["urn"]: r for r in self.resources if r.options.get("urn")}
 
     def of(self, type_: str) -> list[Resource]:
         return [r for r in self.resources if r.type == type_]
@@ -160,9 +166,14 @@ def no_open_ingress(graph: Graph, ctx: PolicyContext) -> list[Violation]:
     return out
 
 
+def _is_capacity_block(lt: Resource) -> bool:
+    return (lt.inputs.get("instanceMarketOptions") or {}).get("marketType") == "capacity-block"
+
+
 def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
-    """Every EFA pool sits in one placement group, and its EFA security groups allow all
-    traffic in from and out to themselves."""
+    """Every EFA pool sits in one placement group (a Capacity Block's instances are placed
+    together by AWS and need none: "Capacity Blocks for ML", EC2 user guide), and its EFA
+    security groups allow all traffic in from and out to themselves."""
     out = []
     rules = [(r, "in") for r in graph.of(INGRESS)] + [(r, "out") for r in graph.of(EGRESS)]
     for lt in graph.of(LAUNCH_TEMPLATE):
@@ -170,7 +181,9 @@ def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
             continue
         instances = [i for i in graph.of(INSTANCE) if _instance_lt(graph, i) is lt]
         groups = {i.inputs.get("placementGroup") for i in instances}
-        if not instances or None in groups or "" in groups:
+        if _is_capacity_block(lt) and groups <= {None, ""}:
+            pass  # AWS co-locates a Capacity Block's instances
+        elif not instances or None in groups or "" in groups:
             out.append(Violation("efa-fabric", lt.name, "EFA instances outside a placement group"))
         elif len(groups) > 1:
             out.append(
@@ -271,6 +284,24 @@ def public_access_blocked(graph: Graph, ctx: PolicyContext) -> list[Violation]:
     return out
 
 
+def bastion_unprivileged(graph: Graph, ctx: PolicyContext) -> list[Violation]:
+    """The internet-facing bastion carries no instance role: nothing on it may read or write
+    the checkpoint bucket, or act on the cluster through SSM."""
+    out = []
+    for inst in graph.of(INSTANCE):
+        if (inst.inputs.get("tags") or {}).get("clusterforge:role") != "bastion":
+            continue
+        lt = _instance_lt(graph, inst)
+        profile = inst.inputs.get("iamInstanceProfile") or (
+            lt.inputs.get("iamInstanceProfile") if lt else None
+        )
+        if profile:
+            out.append(
+                Violation("bastion-unprivileged", inst.name, f"bastion has instance profile {profile}")
+            )
+    return out
+
+
 def tagged(graph: Graph, ctx: PolicyContext) -> list[Violation]:
     """Every taggable resource carries the stack tag; every instance its node tags too."""
     out = []
@@ -293,6 +324,7 @@ POLICIES: dict[str, Policy] = {
     "imdsv2": imdsv2,
     "encryption": encryption,
     "public-access-blocked": public_access_blocked,
+    "bastion-unprivileged": bastion_unprivileged,
     "tagged": tagged,
 }
 
