@@ -37,6 +37,11 @@ from clusterforge.tasks import plan as plan_tasks  # noqa: E402
 
 ns.add_task(plan_tasks.plan)
 
+# baseline.show, baseline.export, baseline.import (fleet judging)
+from clusterforge.tasks import baseline as baseline_tasks  # noqa: E402
+
+ns.add_collection(Collection.from_module(baseline_tasks, name="baseline"))
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)
