@@ -57,6 +57,7 @@ class NodeRecord:
     certified_at: str = ""
     profile: str = ""
     report: str = ""  # path of the last report.json on the workstation
+    run_id: str = ""  # the certification run that wrote that report (reports carry it too)
     updated: str = ""
     # What the last successful converge gave this node (clusterforge.plan.applied): the base
     # `invoke plan` compares with when no --base is given.

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clusterforge.certify.reports import Verdict, read_verdict
+from clusterforge.certify.reports import Verdict, read_verdict, stamp_run
 from clusterforge.journal import write_atomic
 
 NETWORK_CHECK = "gloo-allreduce"  # the CPU path; GPU nodes: nccl-multi-node
@@ -88,6 +88,8 @@ def run_network_check(
         )
         if rc != 0:
             return _all_fail(nodes, f"cannot write {name}.json to the shared path: {err.strip()}")
+    for name in nodes:  # never judge (or show) a node on an earlier run's network report
+        (reports_dir / name / "network-report.json").unlink(missing_ok=True)
     rc, out, err = head(job.sbatch_argv(nodes))
     job_note = " ".join((err or out).split())[-200:]
     if rc == TIMED_OUT:
@@ -99,6 +101,7 @@ def run_network_check(
         local = reports_dir / name / "network-report.json"
         if rc_cat == 0 and text.strip():
             write_atomic(local, text)
+            stamp_run(local, job.run_id)
             verdicts[name] = read_verdict(name, local)
         else:
             reason = (

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterforge.journal import write_atomic
+
 BAD = ("fail", "error")
 
 
@@ -53,6 +55,29 @@ def read_verdict(node: str, path: Path) -> Verdict:
     if not isinstance(report, dict):
         return Verdict(node, False, [("certify", "report.json is not a JSON object")], str(path))
     return verdict_from_report(node, report, str(path))
+
+
+def stamp_run(path: Path, run_id: str) -> None:
+    """Record in a fetched report which certification run it belongs to (key ``run_id``).
+
+    Reports outlive runs on the workstation; only the stamp tells a report of this run from an
+    earlier one. An unreadable report is left as it is (its verdict is a failure anyway)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return
+    if isinstance(report, dict):
+        write_atomic(path, json.dumps({**report, "run_id": run_id}, indent=2) + "\n")
+
+
+def report_run_id(path: Path) -> str | None:
+    """The run a report was stamped with; None when there is no readable, stamped report."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    value = report.get("run_id") if isinstance(report, dict) else None
+    return str(value) if value else None
 
 
 def merge(a: Verdict, b: Verdict) -> Verdict:

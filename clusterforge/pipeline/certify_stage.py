@@ -25,7 +25,7 @@ from clusterforge.certify import liveness
 from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.certify.network import NetworkJob, run_network_check
 from clusterforge.certify.node_config import dumps, profile_for, render_node_config
-from clusterforge.certify.reports import Verdict, merge, read_verdict
+from clusterforge.certify.reports import Verdict, merge, read_verdict, stamp_run
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.pipeline.scheduler import BaseStage, StageResult
@@ -41,6 +41,7 @@ class CertifyStage(BaseStage):
         self.ctx = ctx
         self.playbook = ctx.playbooks / playbook
         self._run: PlaybookRun | None = None
+        self._runs: dict[str, str] = {}  # node -> run id, over every batch of this command
 
     def cancel(self) -> None:
         if self._run is not None:
@@ -93,18 +94,24 @@ class CertifyStage(BaseStage):
         verdicts = self._single_node(todo, run_id)
         verdicts = self._network(todo, verdicts, run_id, admission, heads[0])
         for n in todo:
-            results[n.name] = self._decide(n, verdicts[n.name], admission)
-        self._html([n.name for n in todo])
+            results[n.name] = self._decide(n, verdicts[n.name], admission, run_id)
+            self._runs[n.name] = run_id
+        self._html(sorted(self._runs))
         return results
 
     def _html(self, nodes: list[str]) -> None:
-        """The people's report (reports/report.html); it never changes a verdict."""
+        """The people's report (reports/report.html) of this command's nodes, each from its own
+        run's reports only; it never changes a verdict."""
         ctx = self.ctx
         try:
             from clusterforge.reports import write_run_html
 
             write_run_html(
-                ctx.paths.reports, ctx.paths.reports / "report.html", stack=ctx.spec.stack, nodes=nodes
+                ctx.paths.reports,
+                ctx.paths.reports / "report.html",
+                stack=ctx.spec.stack,
+                nodes=nodes,
+                run_ids=dict(self._runs),
             )
         except (OSError, ImportError, ValueError) as exc:
             for name in nodes:
@@ -159,6 +166,7 @@ class CertifyStage(BaseStage):
                         why = f"node {state} during certification ({why})"
                     verdicts[n.name] = Verdict(n.name, False, [("certify", why)])
                 else:
+                    stamp_run(ctx.paths.reports / n.name / "report.json", run_id)
                     verdicts[n.name] = read_verdict(n.name, ctx.paths.reports / n.name / "report.json")
         return verdicts
 
@@ -238,7 +246,7 @@ class CertifyStage(BaseStage):
                 return n
         return None
 
-    def _decide(self, node: Node, verdict: Verdict, admission: Admission) -> StageResult:
+    def _decide(self, node: Node, verdict: Verdict, admission: Admission, run_id: str) -> StageResult:
         ctx = self.ctx
         profile = self._suite(node)[0]
         report = str(ctx.paths.reports / node.name / "report.json")
@@ -248,7 +256,13 @@ class CertifyStage(BaseStage):
             except AdmissionError as exc:
                 return self._failed(node.name, "slurm-release", str(exc))
             ctx.journal.mark_done(
-                node.name, "certified", verdict="pass", certified_at=now_iso(), profile=profile, report=report
+                node.name,
+                "certified",
+                verdict="pass",
+                certified_at=now_iso(),
+                profile=profile,
+                report=report,
+                run_id=run_id,
             )
             return StageResult(True, "certified and admitted")
         check, line = verdict.first_failure
@@ -264,6 +278,7 @@ class CertifyStage(BaseStage):
             certified_at=now_iso(),
             profile=profile,
             report=report,
+            run_id=run_id,
         )
         return StageResult(False, reason)
 

@@ -12,7 +12,7 @@ without a readable report.json, or an expected node with no folder, shows as "no
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,31 @@ def _load(path: Path, node: str, kind: str) -> dict[str, Any]:
     return {**data, "kind": kind}
 
 
-def read_reports(reports_dir: Path, nodes: Iterable[str] | None = None) -> list[dict[str, Any]]:
+def read_reports(
+    reports_dir: Path, nodes: Iterable[str] | None = None, run_ids: Mapping[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Every ``*/report.json`` and ``*/network-report.json`` under ``reports_dir``; ``nodes``
-    (when given) are the nodes the run was meant to certify: any without a report is listed missing."""
+    (when given) are the nodes the run was meant to certify: any without a report is listed missing.
+    ``run_ids`` (node -> run id): a node's report stamped with another run (or none) is not its
+    report in this run and shows as "no report in this run", never as that earlier result."""
+    out = [
+        _of_run(report, run_ids) if run_ids is not None else report
+        for report in _read_all(reports_dir, nodes)
+    ]
+    return out
+
+
+def _of_run(report: dict[str, Any], run_ids: Mapping[str, str]) -> dict[str, Any]:
+    node = str(report.get("node"))
+    want = run_ids.get(node)
+    if want is None or "missing" in report or report.get("run_id") == want:
+        return report
+    found = report.get("run_id")
+    earlier = f" (the {report.get('kind', 'single')} report there is from run {found})" if found else ""
+    return {"node": node, "missing": f"no report in this run {want}{earlier}"}
+
+
+def _read_all(reports_dir: Path, nodes: Iterable[str] | None) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     folders = sorted(p for p in reports_dir.iterdir() if p.is_dir()) if reports_dir.is_dir() else []
     seen = set()
@@ -67,11 +89,12 @@ def write_run_html(
     stack: str | None = None,
     title: str | None = None,
     nodes: Iterable[str] | None = None,
+    run_ids: Mapping[str, str] | None = None,
 ) -> Path:
     """Render the reports under ``reports_dir`` to ``out`` (atomically); returns ``out``.
     ``stack`` defaults to the folder above reports_dir (``.clusterforge/<stack>/reports``)."""
     reports_dir, out = Path(reports_dir), Path(out)
-    reports = read_reports(reports_dir, nodes)
+    reports = read_reports(reports_dir, nodes, run_ids)
     name = stack or reports_dir.resolve().parent.name
     write_atomic(out, render_run_html(reports, stack=name, title=title))
     return out

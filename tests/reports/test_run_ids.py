@@ -1,0 +1,47 @@
+"""Reports of this run only: a node's report stamped with another run shows as 'no report in this run'."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clusterforge.certify.reports import report_run_id, stamp_run
+from clusterforge.reports import read_reports, write_run_html
+
+PASS = {"schema_version": 1, "verdict": "pass", "checks": [{"id": "gloo-allreduce", "status": "pass"}]}
+
+
+def _write(folder: Path, name: str, run: str | None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = {**PASS, "node": folder.name, **({"run_id": run} if run else {})}
+    (folder / name).write_text(json.dumps(body))
+
+
+def test_stamp_and_read_back(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(PASS))
+    assert report_run_id(report) is None
+    stamp_run(report, "R2")
+    assert report_run_id(report) == "R2" and json.loads(report.read_text())["verdict"] == "pass"
+    (tmp_path / "bad.json").write_text("{not json")
+    stamp_run(tmp_path / "bad.json", "R2")  # left alone, no crash
+    assert (tmp_path / "bad.json").read_text() == "{not json"
+
+
+def test_an_earlier_runs_network_report_never_shows_as_this_runs(tmp_path: Path) -> None:
+    _write(tmp_path / "node-001", "report.json", "R2")
+    _write(tmp_path / "node-001", "network-report.json", "R2")
+    _write(tmp_path / "node-002", "report.json", "R2")
+    _write(tmp_path / "node-002", "network-report.json", "R1")  # died in R2: only R1's is there
+    reports = read_reports(tmp_path, ["node-001", "node-002"], {"node-001": "R2", "node-002": "R2"})
+    n2 = [r for r in reports if r["node"] == "node-002"]
+    assert {
+        "node": "node-002",
+        "missing": "no report in this run R2 (the network report there is from run R1)",
+    } in n2
+    assert not any(r.get("kind") == "network" for r in n2)
+    html = write_run_html(tmp_path, tmp_path / "report.html", stack="s", nodes=["node-001", "node-002"],
+                          run_ids={"node-001": "R2", "node-002": "R2"}).read_text()  # fmt: skip
+    assert "no report in this run R2" in html
+    # without run ids (older callers) everything is read as before
+    assert any(r.get("kind") == "network" and r["node"] == "node-002" for r in read_reports(tmp_path))
