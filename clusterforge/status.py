@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.certify.remote import Runner, node_runner
+from clusterforge.certify.reports import report_run_id
 from clusterforge.certify.slurm_parse import SinfoNode
 from clusterforge.journal import Journal, stack_dir
+from clusterforge.lock import ago
 from clusterforge.providers import Node, Provider
 from clusterforge.spec.models import ClusterSpec
 
@@ -83,21 +89,71 @@ def collect(
                 profile=rec.profile,
                 slurm_state=state,
                 slurm_reason=reason,
-                report=rec.report,
+                report=_this_runs_report(rec.report, rec.run_id),
                 detail=rec.reason,
             )
         )
     return rows
 
 
-def table(spec: ClusterSpec, rows: list[NodeStatus]) -> Table:
-    t = Table(title=f"stack {spec.stack}")
-    for col in ("node", "role", "provider", "configured", "certification", "certified at", "slurm", "reason"):
-        t.add_column(col)
-    for r in rows:
-        colour = {"certified": "green", "failed": "red"}.get(r.certification, "dim")
-        t.add_row(
-            r.node, r.role, r.provider_state, "yes" if r.configured else "no",
-            f"[{colour}]{r.certification}[/{colour}]", r.certified_at, r.slurm_state, escape(r.slurm_reason or r.detail),
-        )  # fmt: skip
+def _this_runs_report(path: str, run_id: str) -> str:
+    """The journal's report path, only while that file is still the one its run wrote."""
+    if not path:
+        return ""
+    if run_id and report_run_id(Path(path)) != run_id:
+        return f"no report in this run ({run_id})"
+    return path
+
+
+# (header, wide header, value) per column; narrow headers fit 80 columns with a short reason.
+_CERT = {"certified": "[green]pass[/green]", "failed": "[red]FAIL[/red]", "none": "-"}
+
+
+def _columns(row: NodeStatus, wide: bool, now: datetime | None) -> list[tuple[str, str]]:
+    when = row.certified_at if wide else (ago(row.certified_at, now) if row.certified_at else "")
+    cert = row.certification if wide else _CERT.get(row.certification, row.certification)
+    if wide:
+        colour = {"certified": "green", "failed": "red"}.get(row.certification, "dim")
+        cert = f"[{colour}]{row.certification}[/{colour}]"
+    return [
+        ("node", row.node),
+        ("role", row.role),
+        ("provider" if wide else "state", row.provider_state),
+        ("configured" if wide else "cfg", "yes" if row.configured else "no"),
+        ("certification" if wide else "cert", cert),
+        ("certified at" if wide else "when", when),
+        ("profile", row.profile if wide else ""),
+        ("slurm", row.slurm_state),
+        ("reason", escape(row.slurm_reason or row.detail)),
+        ("report", escape(row.report) if wide else ""),
+    ]
+
+
+def table(
+    spec: ClusterSpec, rows: list[NodeStatus], wide: bool = False, now: datetime | None = None
+) -> Table:
+    """A row per node. Narrow (default, fits 80 columns): short headers, relative times, columns
+    empty for every node left out, the reason wrapped in the width left. ``wide``: every column,
+    ISO times, the report path."""
+    cells = [_columns(r, wide, now) for r in rows]
+    headers = [h for h, _ in cells[0]] if cells else [h for h, _ in _columns(_EMPTY, wide, now)]
+    keep = [
+        i for i, h in enumerate(headers) if wide or h in ("node", "reason") or any(c[i][1] for c in cells)
+    ]
+    t = Table(title=f"stack {spec.stack}", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i in keep:
+        # Only the free text wraps (the reason is the evidence: wrapped, never cut).
+        free = headers[i] in ("reason", "report")
+        widest = max([len(headers[i])] + [Text.from_markup(c[i][1]).cell_len for c in cells])
+        t.add_column(
+            headers[i],
+            no_wrap=not free,
+            overflow="fold" if headers[i] == "report" else "ellipsis",
+            min_width=None if free else min(widest, 30),
+        )
+    for row_cells in cells:
+        t.add_row(*(row_cells[i][1] for i in keep))
     return t
+
+
+_EMPTY = NodeStatus("", "", "", False, "none", "", "", "", "", "", "")

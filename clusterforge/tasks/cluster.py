@@ -113,19 +113,32 @@ def certify(
         raise Exit(code=outcome.code)
 
 
-@task(help={"stack": _HELP_STACK, "spec": _HELP_SPEC, "json": "print JSON (a list, one object per node)"})
+@task(
+    help={
+        "stack": _HELP_STACK,
+        "spec": _HELP_SPEC,
+        "json": "print JSON (a list, one object per node)",
+        "wide": "every column, whole (default: fits 80 columns, relative times)",
+    }
+)
 @friendly
-def status(c: Context, stack: str = "", spec: str = "", json: bool = False) -> None:
-    """A row per node: provider state, configured, certification verdict and time, Slurm state and reason."""
+def status(c: Context, stack: str = "", spec: str = "", json: bool = False, wide: bool = False) -> None:
+    """A row per node: provider state, configured, certification verdict and time, Slurm state and reason.
+
+    Never takes the stack's lock (it only reads); says so when another command holds it."""
+    from clusterforge.lock import current_holder
     from clusterforge.providers import get_provider
     from clusterforge.status import collect, table
 
     cluster = load(stack, spec)
     rows = collect(cluster, get_provider(cluster))
+    holder = current_holder(cluster.stack)
     if json:
         print(jsonlib.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        Console().print(table(cluster, rows))
+        Console().print(table(cluster, rows, wide=wide))
+    if holder is not None:
+        print(f"stack {cluster.stack!r} is busy: {holder.describe()}", file=sys.stderr)
 
 
 @task(
