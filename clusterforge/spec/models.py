@@ -234,7 +234,13 @@ class CertificationProfile(_Strict):
     durations: Durations = Durations()
     thresholds: dict[str, float] = Field(
         default_factory=dict,
-        description="Overrides of catalogue thresholds, by key, e.g. nccl.all_reduce.1node.busbw_gbps",
+        description="Overrides of catalogue thresholds, by key, e.g. nccl.all_reduce.1node.busbw_gbps; "
+        "fleet-judging gaps as fleet.warn_gap_pct, fleet.<metric>.fail_gap_pct, fleet.z_warn",
+    )
+    baseline_across_versions: bool = Field(
+        False,
+        description="Judge against a stored baseline recorded with other software versions than the spec's "
+        "(the verdict says so); default: such a baseline is not applied",
     )
 
 

@@ -288,3 +288,24 @@ def test_unusable_baseline_error_names_the_file(tmp_path: Path) -> None:
         match=r"local\.json: not a usable baseline \(it is the baseline of instance type 'p5.48xlarge'",
     ):
         store.load("local")
+
+
+def test_fleet_inputs_from_the_local_spec() -> None:
+    from clusterforge.certify.fleet_spec import fleet_inputs
+    from clusterforge.spec.loader import load_spec, stack_path
+
+    spec, _ = load_spec(stack_path("local"))
+    inputs = fleet_inputs(spec, catalog=HW)
+    assert set(inputs.overrides) == {"local"} and inputs.across_versions == {"local": False}
+    assert inputs.versions["local"]["slurm"] == spec.software.slurm
+    profiles = dict(spec.certification.profiles)
+    profiles["local"] = profiles["local"].model_copy(
+        update={"thresholds": {"fleet.fail_gap_pct": 50.0}, "baseline_across_versions": True}
+    )
+    changed = spec.model_copy(
+        update={"certification": spec.certification.model_copy(update={"profiles": profiles})}
+    )
+    inputs = fleet_inputs(changed, catalog=HW)
+    assert inputs.overrides == {"local": {"fleet.fail_gap_pct": 50.0}} and inputs.across_versions == {
+        "local": True
+    }
