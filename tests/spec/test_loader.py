@@ -58,7 +58,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 
 
 def test_unknown_key_inside_provider_union(tmp_path: Path) -> None:
-    path = write(tmp_path, [("  egress: endpoints\n", "  egres: endpoints\n")])
+    path = write(tmp_path, [("  egress: nat\n", "  egres: nat\n")])
     (out,) = errors_of(path)
     assert f":{line_containing(path, 'egres:')}: provider.egres: unknown key 'egres'" in out
     assert "did you mean 'egress'?" in out
@@ -71,9 +71,7 @@ def test_missing_required_key(tmp_path: Path) -> None:
 
 
 def test_all_schema_errors_at_once(tmp_path: Path) -> None:
-    path = write(
-        tmp_path, [("    count: 16\n", "    count: -1\n"), ("  egress: endpoints\n", "  egress: natgw\n")]
-    )
+    path = write(tmp_path, [("    count: 16\n", "    count: -1\n"), ("  egress: nat\n", "  egress: natgw\n")])
     outs = errors_of(path)
     assert len(outs) == 2
     assert any("node_pools[1].count: Input should be greater than or equal to 0 (got -1)" in o for o in outs)

@@ -14,7 +14,7 @@ from clusterforge.spec.models import AwsProvider, StaticProvider
 
 class AwsProviderSettings(Check):
     id = "aws-provider"
-    summary = "Availability zone in the region; SSH settings consistent; no SSH open to the world"
+    summary = "AZ in the region; SSH reachable as configured; endpoints egress only on a pre-baked image"
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
         prov = ctx.spec.provider
@@ -38,6 +38,25 @@ class AwsProviderSettings(Check):
                     "connection 'ssh-bastion' with no admin_cidrs: nobody could reach the bastion; add your CIDR "
                     "or use connection: ssm",
                 )
+        if prov.admin_cidrs and prov.connection == "ssm":
+            yield warning(
+                "provider.admin_cidrs",
+                "admin_cidrs opens SSH on the head node, but with connection: ssm it has no public address "
+                "and no bastion: nothing outside the VPC can reach it. Use connection: ssh-bastion, or drop "
+                "admin_cidrs (Session Manager needs no SSH)",
+            )
+        if prov.ami_prebaked and not prov.ami:
+            yield error(
+                "provider.ami_prebaked",
+                "ami_prebaked: true without provider.ami: name the pre-baked image (ami-...)",
+            )
+        if prov.egress == "endpoints" and not (prov.ami and prov.ami_prebaked):
+            yield error(
+                "provider.egress",
+                "egress: endpoints leaves the nodes without internet, but the roles install from NVIDIA's CUDA "
+                "repository, the Ubuntu archive, GitHub, the EFA installer and PyPI; use egress: nat, or set "
+                "provider.ami to an image with the spec's software already installed and ami_prebaked: true",
+            )
         for k, cidr in enumerate(prov.admin_cidrs):
             if cidr.prefixlen == 0:
                 yield warning(

@@ -147,8 +147,18 @@ class CapacityReservation(Check):
 
 
 class EfaPlacementGroup(Check):
+    """EFA pools want a cluster placement group, except in a Capacity Block: AWS places a
+    block's instances together itself ("Capacity Blocks for ML", EC2 user guide), and a group
+    on top only adds placement constraints. A targeted reservation not made in the pool's group
+    has the same problem: ParallelCluster's PlacementGroupCapacityReservationValidator warns
+    "insufficient capacity errors may occur due to placement constraints outside of the
+    reservation". A group the stack creates cannot be the one a reservation was made in, so
+    the fix is to name the reservation's group (placement_group.name)."""
+
     id = "efa-placement-group"
-    summary = "Pools of EFA types sit in a cluster placement group"
+    summary = (
+        "EFA pools sit in a cluster placement group (none in a Capacity Block; a reservation's own group)"
+    )
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
         if ctx.provider != "aws":
@@ -156,7 +166,25 @@ class EfaPlacementGroup(Check):
         for i, pool, it in ctx.typed_pools():
             if not it.has_efa or pool.role != "gpu":
                 continue
-            if pool.placement_group is None:
+            pg = pool.placement_group
+            if pool.capacity_block_id:
+                if pg is not None:
+                    yield warning(
+                        f"node_pools[{i}].placement_group",
+                        f"pool {pool.name!r} is in Capacity Block {pool.capacity_block_id}, whose instances AWS "
+                        "already places together; a placement group only risks insufficient-capacity launches: "
+                        "drop placement_group",
+                    )
+                continue
+            if pool.capacity_reservation_id and pg is not None and pg.name is None:
+                yield warning(
+                    f"node_pools[{i}].placement_group",
+                    f"the stack creates placement group '{ctx.spec.stack}-{pool.name}', so reservation "
+                    f"{pool.capacity_reservation_id} cannot have been made in it, and launches may fail for "
+                    "placement outside the reservation: set placement_group.name to the group the reservation "
+                    "was created in (`invoke aws.preflight` shows it), or drop placement_group",
+                )
+            if pg is None:
                 yield error(
                     f"node_pools[{i}]",
                     f"pool {pool.name!r} uses EFA type {pool.instance_type!r} ({it.network.efa_interfaces} EFA "
@@ -166,6 +194,30 @@ class EfaPlacementGroup(Check):
                 yield warning(
                     f"node_pools[{i}].placement_group.strategy",
                     f"strategy {pool.placement_group.strategy!r}: EFA collectives want 'cluster' (lowest latency)",
+                )
+
+
+class RootVolumeIops(Check):
+    """io1 and io2 volumes have no default IOPS: CreateVolume/RunInstances refuse them without
+    one (EC2 API reference, EbsBlockDevice.Iops: "required for io1 and io2 volumes")."""
+
+    id = "root-volume-iops"
+    summary = "io1/io2 root volumes name their iops; throughput only on gp3"
+
+    def run(self, ctx: CheckContext) -> Iterable[Issue]:
+        for i, pool in ctx.pools():
+            volume = pool.root_volume
+            path = f"node_pools[{i}].root_volume"
+            if volume.type in ("io1", "io2") and volume.iops is None:
+                yield error(
+                    f"{path}.type",
+                    f"root volume type {volume.type!r} of pool {pool.name!r} needs iops (AWS has no default "
+                    "for provisioned-IOPS volumes); add e.g. iops: 16000",
+                )
+            if volume.throughput_mibps is not None and volume.type != "gp3":
+                yield error(
+                    f"{path}.throughput_mibps",
+                    f"throughput_mibps applies to gp3 only, not {volume.type!r}; drop it or use type: gp3",
                 )
 
 

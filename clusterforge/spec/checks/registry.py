@@ -27,6 +27,7 @@ CHECKS: tuple[type[Check], ...] = (
     pools.GpuPoolPresent,
     pools.CapacityReservation,
     pools.EfaPlacementGroup,
+    pools.RootVolumeIops,
     pools.PlacementGroupSettings,
     pools.Partitions,
     cluster.AwsProviderSettings,
