@@ -58,6 +58,7 @@ class NodeRecord:
     profile: str = ""
     report: str = ""  # path of the last report.json on the workstation
     run_id: str = ""  # the certification run that wrote that report (reports carry it too)
+    certifying: str = ""  # run id while a certification is under way; left set if it was cut short
     updated: str = ""
     # What the last successful converge gave this node (clusterforge.plan.applied): the base
     # `invoke plan` compares with when no --base is given.
@@ -176,6 +177,15 @@ class Journal:
                 rec.done = [s for s in rec.done if STAGES.index(s) < STAGES.index(stage)]
             rec.failed_stage = stage
             rec.reason = reason
+            for key, value in fields.items():
+                setattr(rec, key, value)
+            rec.updated = now_iso()
+            self._save()
+
+    def annotate(self, node: str, **fields: str) -> None:
+        """Set fields of the node's record without changing what is done (e.g. ``certifying``)."""
+        with self._lock:
+            rec = self.nodes.setdefault(node, NodeRecord())
             for key, value in fields.items():
                 setattr(rec, key, value)
             rec.updated = now_iso()

@@ -51,7 +51,10 @@ class CertifyStage(BaseStage):
         opts = self.ctx.options
         if opts.only is not None:
             return name in opts.only
-        return opts.recertify or not self.ctx.journal.is_done(name, "certified")
+        # A certification cut short (its command killed) left the node held: do it again. The
+        # stack lock says no other command is certifying it now.
+        interrupted = bool(self.ctx.journal.record(name).certifying)
+        return opts.recertify or interrupted or not self.ctx.journal.is_done(name, "certified")
 
     def run(self, nodes: list[str]) -> dict[str, StageResult]:
         ctx = self.ctx
@@ -77,6 +80,11 @@ class CertifyStage(BaseStage):
             return results
         admission = Admission(ctx.runner(heads[0]))
         run_id = run_stamp()
+        for n in todo:
+            earlier = ctx.journal.record(n.name).certifying
+            if earlier:
+                ctx.board.note(n.name, f"certification in run {earlier} was cut short: certifying again")
+            ctx.journal.annotate(n.name, certifying=run_id)
         for n in todo:
             ctx.board.note(n.name, "waiting for slurmd to register")
         missing = set(admission.wait_registered([n.name for n in todo], timeout_s=REGISTER_TIMEOUT_S))
@@ -263,6 +271,7 @@ class CertifyStage(BaseStage):
                 profile=profile,
                 report=report,
                 run_id=run_id,
+                certifying="",
             )
             return StageResult(True, "certified and admitted")
         check, line = verdict.first_failure
@@ -279,10 +288,13 @@ class CertifyStage(BaseStage):
             profile=profile,
             report=report,
             run_id=run_id,
+            certifying="",
         )
         return StageResult(False, reason)
 
     def _failed(self, name: str, check: str, line: str) -> StageResult:
         reason = f"clusterforge: {check}: {line}"
-        self.ctx.journal.mark_failed(name, "certified", reason, verdict="fail", certified_at=now_iso())
+        self.ctx.journal.mark_failed(
+            name, "certified", reason, verdict="fail", certified_at=now_iso(), certifying=""
+        )
         return StageResult(False, reason)

@@ -220,3 +220,15 @@ def test_a_node_slurm_has_down_fails_alone_without_a_probe(world: dict) -> None:
     )
     probes = [c for c in slurm.calls if c[:3] == ["sh", "-c", liveness.PROBE_SCRIPT]]
     assert probes and "node-003" not in probes[0][7:]
+
+
+def test_a_certification_cut_short_is_done_again_by_the_next_up(world: dict) -> None:
+    outcome, _ = run_up(world)
+    assert outcome.code == 0
+    journal = Journal(world["spec"].stack)
+    journal.annotate("node-002", certifying="20261201T100000Z")  # what a killed `certify` leaves
+    again, text = run_up(world)
+    assert again.code == 0, text
+    assert "certified earlier" in again.progress["node-001"].reason
+    assert again.progress["node-002"].reason == "certified and admitted"
+    assert Journal(world["spec"].stack).record("node-002").certifying == ""
