@@ -1,0 +1,313 @@
+"""Judge every recorded group and say what is known about each node (pure; used by isolate.py).
+
+The fault model (NVIDIA/nccl issue 325; REFERENCE.md): a node fault slows every group it is in; a
+link fault slows only groups holding both of its nodes. So one passing group proves each of its
+nodes free of node faults ("good"). A node that never passes is a node fault once it has failed
+with two different good partners (dead when it never gave a figure at all). A group that fails
+although every member is good is a link candidate: it runs again (`retries`) and a fault that
+repeats is a link fault, one that does not is flaky. Everything is recomputed from all records
+each time, so a reference that appears later (a median needs `min_fleet_figures`) judges earlier
+groups too.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from clusterforge.certify.isolate_types import (
+    IsolationRules,
+    LinkVerdict,
+    NodeVerdict,
+    Outcome,
+    Reference,
+    TestGroup,
+)
+
+REASON_MAX = 186  # Slurm drain reasons stay within 200 characters with the "clusterforge: " prefix
+
+
+@dataclass(frozen=True)
+class Result:
+    """One recorded group as seen from one of its nodes."""
+
+    group: TestGroup
+    figure: float | None
+    outcome: Outcome
+    others: frozenset[str]
+
+
+@dataclass
+class Evidence:
+    references: dict[int, Reference]
+    good: set[str]  # passed at least one group (or lent as known good)
+    clean: set[str]  # good and never under test in a group that failed (a partner's failures do not count)
+    suspects: set[str] = field(default_factory=set)  # under test in a group that failed
+    verdicts: dict[str, NodeVerdict] = field(default_factory=dict)  # resolved nodes
+    links: list[LinkVerdict] = field(default_factory=list)
+    needy: list[str] = field(default_factory=list)  # need a group with a new (good) partner
+    retests: list[frozenset[str]] = field(default_factory=list)  # groups to run again
+    tried: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))  # every partner so far
+    waiting: dict[str, str] = field(default_factory=dict)  # unresolved node -> what it waits for
+    results: dict[str, list[Result]] = field(default_factory=dict)
+
+    def reference_text(self, size: int, unit: str) -> str:
+        ref = self.references.get(size)
+        return ref.describe(unit) if ref else f"no {size}-node reference"
+
+
+def references(
+    records: Sequence[tuple[TestGroup, float | None]], rules: IsolationRules
+) -> dict[int, Reference]:
+    figures: dict[int, list[float]] = defaultdict(list)
+    for group, figure in records:
+        if figure is not None:
+            figures[group.size].append(figure)
+    refs = {size: Reference(size, float(value), "baseline") for size, value in rules.baseline.items()}
+    for size, values in figures.items():
+        if size not in refs and len(values) >= rules.min_fleet_figures:
+            refs[size] = Reference(size, upper_median(values), f"fleet median of {len(values)}")
+    return refs
+
+
+def upper_median(values: Sequence[float]) -> float:
+    """The median of the figures at or above the median.
+
+    A fault only lowers a figure, so on a healthy fleet this sits within one noise standard deviation
+    of the plain median, and it stays a healthy figure while well over half of the groups fail
+    (a small fleet with several faults, or a round of confirmations), where the plain median does not.
+    """
+    middle = statistics.median(values)
+    return statistics.median([v for v in values if v >= middle])
+
+
+def subjects(group: TestGroup) -> tuple[str, ...]:
+    """The nodes a group tests: all of them, except in a confirmation, whose partners are known good."""
+    return group.nodes[:1] if group.purpose == "confirm" else group.nodes
+
+
+def judge_figure(figure: float | None, ref: Reference | None, rules: IsolationRules) -> Outcome:
+    if figure is None:
+        return "none"
+    if ref is None:
+        return "unjudged"
+    return "fail" if figure < ref.value * (1 - rules.fail_gap) else "pass"
+
+
+def collect(
+    nodes: Sequence[str],
+    known_good: Iterable[str],
+    records: Sequence[tuple[TestGroup, float | None]],
+    rules: IsolationRules,
+) -> Evidence:
+    refs = references(records, rules)
+    ev = Evidence(references=refs, good=set(known_good), clean=set(known_good))
+    results: dict[str, list[Result]] = {n: [] for n in nodes}
+    failed: set[str] = set()
+    tries: dict[frozenset[str], list[Outcome]] = defaultdict(list)
+    for group, figure in records:
+        outcome = judge_figure(figure, refs.get(group.size), rules)
+        tries[group.key].append(outcome)
+        for node in group.nodes:
+            ev.tried[node].update(m for m in group.nodes if m != node)
+            if node in results:
+                results[node].append(Result(group, figure, outcome, group.key - {node}))
+        if outcome == "pass":
+            ev.good.update(group.nodes)
+        elif outcome in ("fail", "none"):
+            failed.update(subjects(group))
+    ev.suspects = failed
+    ev.clean = ev.good - failed
+    ev.results = results
+    _judge_never_passed(ev, nodes, rules)
+    _judge_passed(ev, nodes, tries, rules)
+    return ev
+
+
+def _judge_never_passed(ev: Evidence, nodes: Sequence[str], rules: IsolationRules) -> None:
+    """A node with no pass: a node fault (or dead) after failing with two different good partners."""
+    for node in nodes:
+        if node in ev.good:
+            continue
+        judged = [r for r in ev.results[node] if r.outcome in ("fail", "none")]
+        confirmations = [r for r in judged if r.others <= ev.good]
+        partners = {r.others for r in confirmations}
+        if len(partners) >= 2:
+            dead = all(r.figure is None for r in ev.results[node])
+            ev.verdicts[node] = NodeVerdict(
+                node, "dead" if dead else "node-fault", _fault_reason(ev, confirmations, dead, rules)
+            )
+            continue
+        ev.needy.append(node)
+        if not ev.results[node]:
+            ev.waiting[node] = "not tested"
+        elif not judged:
+            ev.waiting[node] = "no reference to judge its figures"
+        else:
+            ev.waiting[node] = f"failed with {len(partners)} known-good partner(s), needs 2"
+
+
+def _judge_passed(
+    ev: Evidence, nodes: Sequence[str], tries: dict[frozenset[str], list[Outcome]], rules: IsolationRules
+) -> None:
+    """A node that passed somewhere: cleared by two good partners; its other failures are explained by a
+    faulty partner, or are link candidates retested until they repeat (link fault) or not (flaky)."""
+    bad = {n for n, v in ev.verdicts.items() if v.kind in ("node-fault", "dead")}
+    combos: dict[str, list[tuple[frozenset[str], str]]] = {}
+    retest_set: set[frozenset[str]] = set()
+    for node in nodes:
+        if node not in ev.good:
+            continue
+        own = ev.results[node]
+        failed_with = {r.others for r in own if r.outcome == "fail"}
+        # a partner it both passed and failed with is a disagreement, not a confirmation
+        passed_with = {r.others for r in own if r.outcome == "pass"} - failed_with
+        mine: list[tuple[frozenset[str], str]] = []
+        pending = False
+        for r in own:
+            if r.outcome not in ("fail", "none") or r.others & bad:
+                continue
+            if not r.others <= ev.good:
+                pending = True  # the partner is not judged yet
+                continue
+            outcomes = [o for o in tries[r.group.key] if o != "unjudged"]
+            if "pass" in outcomes and "fail" not in outcomes:
+                continue  # a job that gave no result once (hung, cancelled) and passed when run again
+            if "pass" in outcomes:
+                state = "disagree"
+            elif len(outcomes) >= 1 + rules.retries:
+                state = "link"
+            else:
+                state = "retest"
+                if r.group.key not in retest_set:
+                    retest_set.add(r.group.key)
+                    ev.retests.append(r.group.key)
+            if (r.group.key, state) not in mine:
+                mine.append((r.group.key, state))
+        if node in ev.suspects and len(passed_with) < 2:
+            ev.needy.append(node)
+            ev.waiting[node] = f"passed with {len(passed_with)} known-good partner(s), needs 2"
+        elif pending or any(state == "retest" for _, state in mine):
+            ev.waiting[node] = "a retest or a partner's verdict"
+        else:
+            combos[node] = mine
+    _links_and_flaky(ev, combos, rules)
+
+
+def _links_and_flaky(
+    ev: Evidence, combos: dict[str, list[tuple[frozenset[str], str]]], rules: IsolationRules
+) -> None:
+    flaky = set()
+    for node, mine in combos.items():
+        partners = {m for key, _ in mine for m in key if m != node}
+        if len(partners) >= 2:
+            # It passes with some good nodes and fails with several others: results that depend on
+            # the partner and the try are the node's (two link faults at one node are its NIC's too).
+            flaky.add(node)
+    seen: set[frozenset[str]] = set()
+    for node, mine in combos.items():
+        if node in flaky:
+            ev.verdicts[node] = NodeVerdict(node, "flaky", _flaky_reason(ev, node, rules))
+            continue
+        faults = [(key, state) for key, state in mine if not (key - {node}) & flaky]
+        if not faults:
+            ev.verdicts[node] = NodeVerdict(node, "pass", _pass_reason(ev, node, rules))
+            continue
+        key, state = faults[0]
+        kind = "link-fault" if state == "link" else "flaky"
+        reason = _link_reason(ev, key, state, rules)
+        if len(faults) > 1:
+            reason = f"{reason} (+{len(faults) - 1} more)"
+        ev.verdicts[node] = NodeVerdict(node, kind, _one_line(reason))
+        for key, state in faults:
+            if key not in seen:
+                seen.add(key)
+                pair = tuple(sorted(key))
+                ev.links.append(
+                    LinkVerdict(
+                        (pair[0], pair[-1]),
+                        "link-fault" if state == "link" else "flaky",
+                        _one_line(_link_reason(ev, key, state, rules)),
+                    )
+                )
+
+
+# ---- reasons: one line each, with the figures, the partners and the reference ----
+
+
+def _fig(figure: float | None, unit: str) -> str:
+    return "no result" if figure is None else f"{figure:.3g} {unit}"
+
+
+def _with(results: Iterable[Result], unit: str) -> str:
+    parts = [f"{_fig(r.figure, unit)} with {'+'.join(sorted(r.others))}" for r in results]
+    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 3] + "..."
+
+
+def _fault_reason(ev: Evidence, confirmations: list[Result], dead: bool, rules: IsolationRules) -> str:
+    first = _distinct(confirmations)
+    if dead:
+        partners = " or ".join("+".join(sorted(r.others)) for r in first)
+        return _one_line(
+            f"{rules.check}: no result with {partners} (did not take part, or every job with it died)"
+        )
+    size = first[0].group.size
+    return _one_line(
+        f"{rules.check}: {_with(first, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
+    )
+
+
+def _pass_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:
+    passes = _distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])[:2]
+    if not passes:
+        return _one_line(f"{rules.check}: known good")
+    size = passes[0].group.size
+    return _one_line(
+        f"{rules.check}: {_with(passes, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
+    )
+
+
+def _flaky_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:
+    own = ev.results[node]
+    fails = [r for r in own if r.outcome in ("fail", "none")][:2]
+    passes = [r for r in own if r.outcome == "pass"][:2]
+    size = own[0].group.size
+    return _one_line(
+        f"{rules.check}: flaky, results disagree on retry: {_with(fails, rules.unit)}; "
+        f"but {_with(passes, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
+    )
+
+
+def _link_reason(ev: Evidence, key: frozenset[str], state: str, rules: IsolationRules) -> str:
+    a, b = sorted(key)[0], sorted(key)[-1]
+    together = [r for r in ev.results.get(a, []) if r.group.key == key]
+    figures = ", ".join(_fig(r.figure, rules.unit) for r in together)
+    elsewhere = []
+    for node in (a, b):
+        passes = _distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])
+        if passes:
+            elsewhere.append(
+                f"{node} {_fig(passes[0].figure, rules.unit)} with {'+'.join(sorted(passes[0].others))}"
+            )
+    what = "link fault" if state == "link" else "flaky link (disagrees on retry)"
+    return (
+        f"{rules.check}: {what} {a}<->{b}: {figures} together, reference "
+        f"{ev.reference_text(len(key), rules.unit)}; each passes with others ({', '.join(elsewhere)})"
+    )
+
+
+def _distinct(results: Iterable[Result]) -> list[Result]:
+    seen: set[frozenset[str]] = set()
+    out = []
+    for r in results:
+        if r.others not in seen:
+            seen.add(r.others)
+            out.append(r)
+    return out
