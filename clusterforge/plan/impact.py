@@ -36,6 +36,7 @@ class LiveNode:
     serving: bool = False  # Slurm may give it user work now
     slurm_state: str = ""
     jobs: tuple[str, ...] = ()  # ids of jobs running on it
+    pool: str = ""
 
 
 @dataclass(frozen=True)

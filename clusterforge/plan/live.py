@@ -110,5 +110,6 @@ def live_state(
             serving=serving and n.state == "running",
             slurm_state=state,
             jobs=tuple(jobs.get(n.name, ())),
+            pool=n.pool,
         )
     return LiveState(nodes=nodes, steps=steps, notes=tuple(notes))

@@ -256,6 +256,47 @@ class Certification(_Strict):
         return value
 
 
+# --- changing a running cluster --------------------------------------------------------------
+
+
+class Rollout(_Strict):
+    """How a change reaches nodes in service: in batches, each drained, converged, re-certified, resumed."""
+
+    max_unavailable: int | str = Field(
+        1,
+        description="Most nodes of one pool out of service at once (a count, or a percentage of the pool such "
+        "as '10%', rounded down, at least 1); it is also the batch size",
+    )
+    drain_timeout_s: int = Field(
+        3600, ge=0, le=7 * 86400, description="How long running jobs may take to finish after the drain"
+    )
+    on_drain_timeout: Literal["stop", "skip", "requeue"] = Field(
+        "stop",
+        description="Jobs still running at the timeout: stop the rollout (the node is resumed untouched), skip "
+        "the node (resumed untouched, left on the old version) or requeue its jobs and upgrade it",
+    )
+    on_failure: Literal["stop", "continue"] = Field(
+        "stop",
+        description="A node of a batch fails to converge, reboot or re-certify: stop after that batch, or go on "
+        "with the next; failed nodes stay drained with the reason either way",
+    )
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _count_or_percent(cls, value: int | str) -> int | str:
+        if isinstance(value, bool):
+            ok = False  # YAML's true/false are not counts
+        elif isinstance(value, int):
+            ok = value >= 1
+        else:
+            ok = isinstance(value, str) and bool(re.fullmatch(r"([1-9]\d?|100)%", value))
+        if not ok:
+            raise ValueError(
+                f"max_unavailable {value!r}: give a count of at least 1 or a percentage from 1% to 100%"
+            )
+        return value
+
+
 # --- the spec -------------------------------------------------------------------------------
 
 
@@ -271,6 +312,7 @@ class ClusterSpec(_Strict):
     software: Software
     orchestration: Orchestration
     certification: Certification = Certification()
+    rollout: Rollout = Rollout()
     suppress_checks: list[str] = Field(default_factory=list, description="Spec check ids to silence")
 
     def pool(self, name: str) -> NodePool:
