@@ -32,6 +32,16 @@ ROLE_GROUPS = {"head": "slurm_controller", "gpu": "gpu_nodes", "login": "login_n
 # into (it writes through the overlay), so Ansible's remote temp lives elsewhere.
 CONTAINER_REMOTE_TMP = "/var/tmp/.ansible-tmp"
 
+# slurmd registers the memory the kernel reports, less than the instance's nominal size; a
+# RealMemory above it marks the node INVAL. ParallelCluster's cookbook declares 0.95 x the EC2
+# memory (attributes `realmemory_to_ec2memory_ratio = 0.95`).
+REAL_MEMORY_RATIO = 0.95
+
+
+def real_memory_mb(memory_mib: int) -> int:
+    """slurm.conf RealMemory for an instance type's nominal memory (MiB)."""
+    return int(memory_mib * REAL_MEMORY_RATIO)
+
 
 @dataclass(frozen=True)
 class Inventory:
@@ -91,7 +101,7 @@ def slurm_vars(
             "name": n.name,
             "address": n.address,
             "cpus": it.vcpus,
-            "real_memory_mb": it.memory_mib,
+            "real_memory_mb": real_memory_mb(it.memory_mib),
             "gpu_count": it.gpu.count if it.gpu else 0,
             "hold": True,
         }
