@@ -80,6 +80,9 @@ def test_gpu_nodes_get_gres() -> None:
         entry["gpu_count"] == 8 and entry["gpu_type"] == "h100" and entry["gpu_files"] == "/dev/nvidia[0-7]"
     )
     assert "slurm_proctrack_type" not in inv.group_vars["slurm"]  # real nodes keep the role's cgroup default
+    # slurmd sees less than the nominal memory: RealMemory at 0.95 of it (ParallelCluster's ratio).
+    p5 = load_hardware()["p5.48xlarge"]
+    assert entry["real_memory_mb"] == int(p5.memory_mib * 0.95) < p5.memory_mib
     assert "ansible_remote_tmp" not in inv.hosts["all"]["children"]["gpu_nodes"]["hosts"]["gpu-001"]
 
 

@@ -54,16 +54,14 @@ def test_playbook_syntax(playbook: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tmp = tmp_path_factory.mktemp("render")
+def _render(tmp: Path, **overrides: object) -> Path:
     out = tmp / "out"
     out.mkdir()
     # Role defaults, then the inventory's group_vars over them (as Ansible's precedence would have it).
     variables = yaml.safe_load((REPO / "roles" / "slurm" / "defaults" / "main.yml").read_text())
     for path in sorted((INVENTORY.parent / "group_vars" / "all").glob("*.yml")):
         variables.update(yaml.safe_load(path.read_text()) or {})
-    variables.update(render_host="gpu-001", out_dir=str(out))
+    variables.update(render_host="gpu-001", out_dir=str(out), **overrides)
     extra = tmp / "vars.yml"
     extra.write_text(yaml.safe_dump(variables))
     result = subprocess.run(
@@ -84,6 +82,11 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _render(tmp_path_factory.mktemp("render"))
+
+
 def test_slurm_conf_declares_typed_gpu_gres_and_nodes(rendered: Path) -> None:
     conf = (rendered / "slurm.conf").read_text()
     lines = conf.splitlines()
@@ -92,6 +95,9 @@ def test_slurm_conf_declares_typed_gpu_gres_and_nodes(rendered: Path) -> None:
     assert "TopologyPlugin=topology/tree" in lines
     assert "ProctrackType=proctrack/cgroup" in lines  # real nodes: the role's defaults
     assert "HealthCheckProgram=/usr/local/sbin/clusterforge-healthcheck" in lines
+    # slurm.conf(5) of 22.05 knows CredType only; jobs never inherit the submit host's memlock limit.
+    assert "CredType=cred/munge" in lines and not [line for line in lines if line.startswith("CryptoType")]
+    assert "PropagateResourceLimitsExcept=MEMLOCK" in lines
     node = next(line for line in lines if line.startswith("NodeName=gpu-001 "))
     for field in ("NodeAddr=192.0.2.21", "CPUs=192", "Sockets=2", "CoresPerSocket=48", "ThreadsPerCore=2"):
         assert field in node.split(), node
@@ -105,6 +111,13 @@ def test_gres_conf_names_device_files(rendered: Path) -> None:
         "NodeName=gpu-001 Name=gpu Type=h100 File=/dev/nvidia[0-7]",
         "NodeName=gpu-002 Name=gpu Type=h100 File=/dev/nvidia[0-7]",
     ]
+
+
+def test_gres_autodetects_with_nvml_only_where_asked(tmp_path: Path) -> None:
+    # auto (the default, above) found no gpu_nvml.so on this machine: no AutoDetect line.
+    nvml = _render(tmp_path, slurm_gres_autodetect="nvml")
+    gres = [line for line in (nvml / "gres.conf").read_text().splitlines() if not line.startswith("#")]
+    assert gres[0] == "AutoDetect=nvml" and gres[1].startswith("NodeName=gpu-001 Name=gpu Type=h100")
 
 
 def test_topology_and_cgroup_conf(rendered: Path) -> None:
