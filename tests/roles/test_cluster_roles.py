@@ -9,8 +9,11 @@ publishes certification results from its textfile folder; the validators suite r
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import shutil
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +36,19 @@ from tests.roles.cluster_play import (
 pytestmark = pytest.mark.integration
 
 HOLD = "clusterforge: certifying"
+PYXIS = "0.21.0"
+PYXIS_STANDIN = REPO / "tests" / "data" / "pyxis-standin"
+# SLURM_VERSION_NUMBER of Debian 12's Slurm 22.05.8 headers: the pyxis build folder is keyed by it.
+SLURM_2205 = "160508"
+
+
+def _pyxis_tarball() -> bytes:
+    """The stand-in pyxis release (tests/data/pyxis-standin/SOURCES.md) as GitHub's tarball lays it out."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name in ("Makefile", "pyxis_standin.c"):
+            tar.add(PYXIS_STANDIN / name, arcname=f"pyxis-{PYXIS}/{name}")
+    return out.getvalue()
 
 
 @dataclass
@@ -68,6 +84,13 @@ def cluster(container_stack: Callable[..., LocalStack], tmp_path_factory: pytest
         REPO / "validators", work / "validators", ignore=shutil.ignore_patterns("__pycache__")
     )
     variables.update(validators_runtime_source=str(source), validators_runtime_build_dir=str(work / "build"))
+    # pyxis: the stand-in release, put on the shared volume as the "download" (no GitHub here).
+    tarball = f"/shared/pyxis-{PYXIS}.tar.gz"
+    head = next(n.name for n in stack.nodes if n.role == "head")
+    stack.exec(
+        head, "sh", "-c", f"echo {base64.b64encode(_pyxis_tarball()).decode()} | base64 -d > {tarball}"
+    )
+    variables.update(pyxis_version=PYXIS, pyxis_source_url=f"file://{tarball}")
     inventory = write_inventory(work / "inventory", stack.nodes, variables)
     first = run_play(work / "run1", CLUSTER_PLAYBOOK, inventory)
     assert first.rc == 0, first.explain()
@@ -116,10 +139,25 @@ def test_compute_nodes_join_held_then_run_a_job_after_resume(cluster: Cluster) -
         cluster.head, "timeout", "90", "srun", "-N2", "--partition=batch", "hostname", timeout=120
     )
     assert sorted(out.split()) == cluster.compute
+    # ... with pyxis loaded (required) by srun on the head and by slurmd/slurmstepd on both nodes.
     # Re-runs never hold an admitted node again: the hold is recorded on the node, and the second
     # converge (no changes, above) skipped it.
     for node in cluster.compute:
         assert _exists(cluster.stack, node, f"/var/lib/clusterforge/slurm-held/{node}")
+
+
+def test_pyxis_built_against_the_installed_slurm_on_every_slurm_host(cluster: Cluster) -> None:
+    for node in [cluster.head, *cluster.compute]:
+        # libslurm-dev (spank.h) came with the slurm role, pinned and held like the rest of Slurm.
+        held = cluster.stack.exec(node, "apt-mark", "showhold").split()
+        assert "libslurm-dev" in held, (node, held)
+        # Built in a folder keyed by the Slurm headers' version, CPPFLAGS from the environment (a
+        # command-line CPPFLAGS drops PYXIS_VERSION and the stand-in refuses to compile).
+        assert _exists(cluster.stack, node, f"/usr/local/src/pyxis-{PYXIS}-slurm-{SLURM_2205}/spank_pyxis.so")
+        conf = cluster.stack.exec(node, "cat", "/etc/slurm/plugstack.conf.d/pyxis.conf").strip()
+        assert conf == "required /usr/local/lib/slurm/spank_pyxis.so", conf
+    # srun on the head loads it: its option is in srun's help.
+    assert f"[pyxis] stand-in {PYXIS}" in cluster.stack.exec(cluster.head, "srun", "--help")
 
 
 def test_munge_key_is_private_and_never_logged(cluster: Cluster) -> None:

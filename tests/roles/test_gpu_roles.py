@@ -84,7 +84,6 @@ def _group_vars(repo: nvidia_repo.NvidiaRepo) -> dict[str, dict[str, Any]]:
         "container_runtime_toolkit_version": "1.17.5",
         "container_runtime_enroot_version": "3.5.0",
         "container_runtime_enroot_release_url": enroot_base,
-        "container_runtime_pyxis_version": "0.21.0",
         "efa_enabled": False,
     }
     distro = {
@@ -165,6 +164,14 @@ def test_enroot_from_release_files_pinned_and_held(converged: Converged) -> None
     for package in ("enroot", "enroot+caps"):
         assert converged.installed(CUDA_NODE, package) == "3.5.0-1"
         assert package in converged.holds(CUDA_NODE)
+    # enroot's folders: its drop-in names them, their shared parents exist world-writable and sticky.
+    conf = converged.sh(CUDA_NODE, "cat /etc/enroot/enroot.conf.d/10-clusterforge.conf")
+    assert "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)" in conf
+    assert "ENROOT_DATA_PATH /var/lib/enroot/data/user-$(id -u)" in conf
+    modes = converged.sh(
+        CUDA_NODE, "stat -c %a /run/enroot /var/lib/enroot/cache /var/lib/enroot/data"
+    ).split()
+    assert modes == ["1777", "1777", "1777"]
 
 
 def test_distro_driver_userland_from_debian_non_free(converged: Converged) -> None:
@@ -201,7 +208,6 @@ def test_gpu_only_steps_reported_skipped(converged: Converged) -> None:
     assert "nvidia-dcgm is enabled but not started" in msgs
     assert "nvidia-fabricmanager is enabled but not started" in msgs
     assert "SKIPPED nccl-tests 2.14.1 build: no nvcc" in msgs
-    assert "SKIPPED pyxis 0.21.0 build: no /usr/include/slurm/spank.h" in msgs
     assert "SKIPPED: efa_enabled is false" in msgs
     assert "NOT claimed loaded" in "\n".join(converged.first.messages.get(DISTRO_NODE, []))
 
