@@ -10,10 +10,13 @@ from invoke.exceptions import Exit
 
 from clusterforge.catalog import load_hardware
 from clusterforge.spec.checks import CHECKS, Report, check_file, check_ids
+from clusterforge.spec.checks.annotate import annotation
 from clusterforge.spec.checks.base import suggest
 from clusterforge.spec.loader import stack_path
 from clusterforge.spec.schema import SCHEMA_PATH, render_schema, write_schema
 from clusterforge.tasks._cli import friendly
+
+FORMATS = ("text", "json", "github")
 
 
 def _spec_path(stack: str, file: str) -> Path:
@@ -47,12 +50,19 @@ def _summary(report: Report) -> str:
         "stack": "stack name: checks stacks/NAME.yaml",
         "file": "path of a spec file (instead of --stack)",
         "suppress": "check id to silence (repeatable); `invoke spec.checks` lists the ids",
-        "json": "print the findings as JSON (for CI) instead of text",
+        "json": "print the findings as JSON (for CI) instead of text (same as --format json)",
+        "format": "text (default), json, or github: workflow commands (::error file=...,line=...::) "
+        "that GitHub Actions shows as annotations on the spec's lines",
     },
 )
 @friendly
 def check(
-    c: Context, stack: str = "", file: str = "", suppress: list[str] | None = None, json: bool = False
+    c: Context,
+    stack: str = "",
+    file: str = "",
+    suppress: list[str] | None = None,
+    json: bool = False,
+    format: str = "text",
 ) -> None:
     """Check a cluster spec: schema, then every rule against both catalogues.
 
@@ -66,8 +76,19 @@ def check(
             raise Exit(
                 f"--suppress {cid!r}: no such check{suggest(cid, known)}; `invoke spec.checks` lists them", 2
             )
+    fmt = "json" if json else format
+    if fmt not in FORMATS:
+        raise Exit(f"--format {format!r}: use one of {', '.join(FORMATS)}", 2)
     report = check_file(_spec_path(stack, file), suppress)
-    if json:
+    if fmt == "github":
+        for finding in report.findings:
+            print(annotation(finding))
+        if not report.ok:
+            n, w = len(report.errors), len(report.warnings)
+            raise Exit(f"{report.file}: {n} error(s), {w} warning(s): the spec is not valid", code=1)
+        print(_summary(report))
+        return
+    if fmt == "json":
         print(_json_dumps(report.to_json()))
         if not report.ok:
             raise Exit(code=1)
