@@ -210,7 +210,15 @@ def test_quota_codes_by_family():
     assert pf.quota_for("g5.xlarge")[0] == "L-DB2E81BA"
     assert pf.quota_for("m7i.4xlarge")[0] == "L-1216C47A"
     assert pf.quota_for("inf2.xlarge")[0] == "L-1945791B"  # not "i" (Standard)
-    assert pf.quota_for("x2idn.32xlarge") is None
+    assert pf.quota_for("x2idn.32xlarge")[0] == "L-7295265B"  # X, not Standard
+    # By first letter these fell into Standard (t, d, h): each has its own quota.
+    assert pf.quota_for("trn1.32xlarge")[0] == "L-2C3B7624"
+    assert pf.quota_for("trn2.48xlarge")[0] == "L-2C3B7624"
+    assert pf.quota_for("dl1.24xlarge")[0] == "L-6E869C2A"
+    assert pf.quota_for("hpc7a.96xlarge")[0] == "L-F7808C92"
+    assert pf.quota_for("u-6tb1.56xlarge")[0] == "L-43DA4232"
+    assert pf.quota_for("f2.12xlarge")[0] == "L-74FC7D96"
+    assert pf.quota_for("t3.micro")[0] == "L-1216C47A" and pf.quota_for("d3.xlarge")[0] == "L-1216C47A"
 
 
 # --- capacity reservations and Capacity Blocks --------------------------------------------------
@@ -264,7 +272,9 @@ def test_matching_active_reservation_passes():
 
 def test_reservation_in_other_zone_and_too_small_says_both():
     res = _reservation(PROD_CR, AvailabilityZone="us-east-1b", TotalInstanceCount=8, AvailableInstanceCount=8)
-    findings = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
+    findings = _run_reservation(
+        pf.CapacityReservation(), _spec("prod"), PROD_CR, res, describe_instances={"Reservations": []}
+    )
     errors = [f for f in findings if f.level == "error"]
     assert len(errors) == 1
     assert "availability zone us-east-1b (spec: us-east-1a)" in errors[0].message
@@ -277,7 +287,59 @@ def test_reservation_outside_the_pools_placement_group_warns():
     del res["CapacityReservations"][0]["PlacementGroupArn"]
     (finding,) = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
     assert finding.level == "warning"
-    assert "outside any cluster placement group" in finding.message and "prod-gpu" in finding.fix
+    assert "outside any placement group" in finding.message and "placement group prod-gpu" in finding.message
+    assert finding.fix.startswith("drop node_pools[gpu].placement_group")
+
+
+def test_reservation_in_another_group_says_to_name_that_group():
+    res = _reservation(
+        PROD_CR, PlacementGroupArn="arn:aws:ec2:us-east-1:123456789012:placement-group/odcr-pg"
+    )
+    (finding,) = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
+    assert "created in placement group odcr-pg" in finding.message
+    assert finding.fix.startswith("set node_pools[gpu].placement_group.name: odcr-pg")
+    # Named, the pool and the reservation agree: nothing to say.
+    pg = _spec("prod").pool("gpu").placement_group.model_copy(update={"name": "odcr-pg"})
+    assert (
+        _run_reservation(
+            pf.CapacityReservation(), _with_pools(_spec("prod"), placement_group=pg), PROD_CR, res
+        )
+        == []
+    )
+
+
+def _instances(*reservations: str) -> dict:
+    """A DescribeInstances page: one instance per reservation id given."""
+    instances = [
+        {"InstanceId": f"i-{n:017x}", "CapacityReservationId": rid, "State": {"Code": 16, "Name": "running"}}
+        for n, rid in enumerate(reservations)
+    ]
+    return {"Reservations": [{"ReservationId": "r-0123456789abcdef0", "Instances": instances}]}
+
+
+def _run_with_instances(res: dict, *pages: dict) -> list[pf.Finding]:
+    ec2, stub = _stubbed("ec2")
+    stub.add_response("describe_capacity_reservations", res, {"CapacityReservationIds": [PROD_CR]})
+    for k, page in enumerate(pages):
+        body = {**page, "NextToken": f"page-{k + 1}"} if k + 1 < len(pages) else page
+        stub.add_response("describe_instances", body)
+    with stub:
+        findings = pf.CapacityReservation().run(_spec("prod"), _clients(ec2=ec2), NOW)
+    stub.assert_no_pending_responses()
+    return findings
+
+
+def test_a_reservation_full_of_the_stacks_own_nodes_is_not_a_warning():
+    # Second `up`: the stack's 16 nodes hold all 16 slots (over two pages of DescribeInstances).
+    res = _reservation(PROD_CR, AvailableInstanceCount=0, InstanceMatchCriteria="open")
+    assert _run_with_instances(res, _instances(*[PROD_CR] * 10), _instances(*[PROD_CR] * 6)) == []
+
+
+def test_instances_outside_the_stack_in_the_reservation_warn_with_counts():
+    res = _reservation(PROD_CR, AvailableInstanceCount=2, InstanceMatchCriteria="open")
+    (finding,) = _run_with_instances(res, _instances(*[PROD_CR] * 10, "cr-0fffffffffffffff0"))
+    assert finding.level == "warning"
+    assert "has 2 free of 16: this stack holds 10, 4 are used by instances outside it" in finding.message
 
 
 def test_missing_or_expired_reservation_is_an_error():
@@ -341,7 +403,7 @@ def test_expired_capacity_block_offers_a_purchasable_one():
     (finding,) = _run_reservation(
         pf.CapacityBlock(), _block_spec(), BLOCK, res, describe_capacity_block_offerings=offering
     )
-    assert "ended at" in finding.message
+    assert "is expired, ended 2026-11-29T12:00:00+00:00" in finding.message
     assert finding.fix.startswith("buy offering cb-0123456789abcdef0") and "12345.67 USD" in finding.fix
 
 
@@ -452,3 +514,145 @@ def test_every_check_is_registered_once_with_a_kebab_case_id():
     assert set(registered) == defined and len(registered) == len(defined)
     ids = [c.id for c in pf.CHECKS]
     assert len(set(ids)) == len(ids) and all(re.fullmatch(r"[a-z]+(-[a-z0-9]+)*", i) for i in ids)
+
+
+# --- Capacity Blocks: the end of a block, its states, offering sizes and pages --------------------
+
+
+def _offering(oid: str, zone: str, days: int, count: int = 16) -> dict:
+    return {
+        "CapacityBlockOfferingId": oid,
+        "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": zone,
+        "InstanceCount": count,
+        "StartDate": NOW + dt.timedelta(days=days),
+        "EndDate": NOW + dt.timedelta(days=days + 1),
+        "CapacityBlockDurationHours": 24,
+        "UpfrontFee": "100.00",
+        "CurrencyCode": "USD",
+        "Tenancy": "default",
+    }
+
+
+@pytest.mark.parametrize(
+    ("minutes_left", "level", "text"),
+    [
+        (29, "error", "AWS terminates its instances from 2026-11-30T11:59:00+00:00"),
+        (30, "error", "terminates its instances from 2026-11-30T12:00:00+00:00"),
+        (31, "warning", "1 min from now"),
+        (149, "warning", "119 min from now"),
+    ],
+)
+def test_block_end_counts_from_the_termination_30_minutes_before(minutes_left: int, level: str, text: str):
+    res = _block(EndDate=NOW + dt.timedelta(minutes=minutes_left))
+    extra = {"describe_capacity_block_offerings": {"CapacityBlockOfferings": []}} if level == "error" else {}
+    (finding,) = _run_reservation(pf.CapacityBlock(), _block_spec(), BLOCK, res, **extra)
+    assert finding.level == level and text in finding.message
+
+
+def test_block_with_plenty_of_time_left_passes():
+    assert (
+        _run_reservation(
+            pf.CapacityBlock(), _block_spec(), BLOCK, _block(EndDate=NOW + dt.timedelta(minutes=151))
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "state", ["payment-failed", "cancelled", "cancelling", "unsupported", "unavailable", "failed"]
+)
+def test_blocks_that_will_never_run_offer_another(state: str):
+    offers = {"CapacityBlockOfferings": []}
+    (finding,) = _run_reservation(
+        pf.CapacityBlock(),
+        _block_spec(),
+        BLOCK,
+        _block(State=state),
+        describe_capacity_block_offerings=offers,
+    )
+    assert (
+        finding.level == "error"
+        and f"is {state}" in finding.message
+        and "buy a Capacity Block" in finding.fix
+    )
+
+
+@pytest.mark.parametrize("state", ["payment-pending", "assessing", "delayed", "pending"])
+def test_blocks_on_their_way_say_to_wait(state: str):
+    (finding,) = _run_reservation(pf.CapacityBlock(), _block_spec(), BLOCK, _block(State=state))
+    assert f"is {state}, not yet active" in finding.message and finding.fix == "run again once it is active"
+
+
+@pytest.mark.parametrize(("count", "size"), [(1, 1), (2, 2), (3, 4), (9, 16), (16, 16), (33, 64), (64, 64)])
+def test_offerings_are_asked_for_a_size_aws_sells(count: int, size: int):
+    spec = _with_pools(_block_spec(), count=count, capacity_reservation_size=None)
+    ec2, stub = _stubbed("ec2")
+    stub.add_client_error(
+        "describe_capacity_reservations", service_error_code="InvalidCapacityReservationId.NotFound"
+    )
+    stub.add_response(
+        "describe_capacity_block_offerings",
+        {"CapacityBlockOfferings": []},
+        {"InstanceType": "p5.48xlarge", "InstanceCount": size, "CapacityDurationHours": 24},
+    )
+    with stub:
+        (finding,) = pf.CapacityBlock().run(spec, _clients(ec2=ec2), NOW)
+    stub.assert_no_pending_responses()
+    assert f"buy a Capacity Block for {size} x p5.48xlarge" in finding.fix
+
+
+def test_more_than_64_nodes_cannot_be_one_block():
+    spec = _with_pools(_block_spec(), count=65, capacity_reservation_size=None)
+    (finding,) = _run_reservation(pf.CapacityBlock(), spec, BLOCK, None)
+    assert "at most 64 instances" in finding.fix and "does not exist" in finding.message
+
+
+def test_offerings_are_read_over_every_page_and_filtered_to_the_zone():
+    ec2, stub = _stubbed("ec2")
+    stub.add_client_error(
+        "describe_capacity_reservations", service_error_code="InvalidCapacityReservationId.NotFound"
+    )
+    first = {
+        "CapacityBlockOfferings": [_offering("cb-0000000000000000a", "us-east-1b", 1)],
+        "NextToken": "t2",
+    }
+    second = {
+        "CapacityBlockOfferings": [
+            _offering("cb-0000000000000000c", "us-east-1a", 5),
+            _offering("cb-0000000000000000b", "us-east-1a", 3),
+        ]
+    }
+    stub.add_response("describe_capacity_block_offerings", first)
+    stub.add_response("describe_capacity_block_offerings", second)
+    with stub:
+        (finding,) = pf.CapacityBlock().run(_block_spec(), _clients(ec2=ec2), NOW)
+    stub.assert_no_pending_responses()
+    assert finding.fix.startswith("buy offering cb-0000000000000000b")  # the earliest one in us-east-1a
+
+
+def test_a_failed_offering_call_keeps_the_finding():
+    ec2, stub = _stubbed("ec2")
+    stub.add_client_error(
+        "describe_capacity_reservations", service_error_code="InvalidCapacityReservationId.NotFound"
+    )
+    stub.add_client_error("describe_capacity_block_offerings", service_error_code="UnauthorizedOperation")
+    with stub:
+        findings = pf.run_preflight(_block_spec(), _clients(ec2=ec2), NOW, checks=[pf.CapacityBlock()])
+    (finding,) = findings
+    assert f"{BLOCK} does not exist" in finding.message
+    assert "listing offerings failed: UnauthorizedOperation" in finding.fix
+
+
+def test_a_named_placement_group_must_exist():
+    pg = _spec("prod").pool("gpu").placement_group.model_copy(update={"name": "odcr-pg"})
+    ec2, stub = _stubbed("ec2")
+    stub.add_client_error("describe_placement_groups", service_error_code="InvalidPlacementGroup.Unknown")
+    with stub:
+        (finding,) = pf.PlacementGroup().run(
+            _with_pools(_spec("prod"), placement_group=pg), _clients(ec2=ec2), NOW
+        )
+    assert (
+        finding.subject == "node_pools[gpu].placement_group.name"
+        and "odcr-pg does not exist" in finding.message
+    )

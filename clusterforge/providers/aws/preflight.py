@@ -21,7 +21,8 @@ from clusterforge.providers.aws.preflight_base import (
     credential_problem,
     make_clients,
 )
-from clusterforge.providers.aws.preflight_capacity import CapacityBlock, CapacityReservation, PlacementGroup
+from clusterforge.providers.aws.preflight_blocks import CapacityBlock
+from clusterforge.providers.aws.preflight_capacity import CapacityReservation, PlacementGroup
 from clusterforge.providers.aws.preflight_instance import (
     VCPU_QUOTAS,
     Credentials,

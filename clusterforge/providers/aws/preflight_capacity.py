@@ -1,5 +1,12 @@
-"""Preflight checks on capacity: On-Demand Capacity Reservations, Capacity Blocks for ML,
-placement groups."""
+"""Preflight checks on capacity: On-Demand Capacity Reservations and placement groups (Capacity
+Blocks for ML: ``preflight_blocks``).
+
+A reservation and a placement group must agree: ParallelCluster's
+PlacementGroupCapacityReservationValidator warns that "an open or targeted capacity reservation
+with an unrelated placement group" risks insufficient-capacity launches. A group the stack
+creates is never the reservation's, so the fix is to name the reservation's own group in
+``placement_group.name``.
+"""
 
 from __future__ import annotations
 
@@ -19,9 +26,36 @@ from clusterforge.providers.aws.preflight_base import (
 from clusterforge.spec.models import ClusterSpec, NodePool
 
 CAPACITY_BLOCK = "capacity-block"
+# Instances that still hold a reservation slot.
+HOLDING_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+STACK_TAG = "clusterforge:stack"
 
 
-def _reservation(aws: AwsClients, rid: str) -> dict[str, Any] | None:
+def pool_group_name(spec: ClusterSpec, pool: NodePool) -> str | None:
+    """The placement group the pool launches into: the named one, or the one the stack creates."""
+    if pool.placement_group is None:
+        return None
+    return pool.placement_group.name or f"{spec.stack}-{pool.name}"
+
+
+def own_instances_in(aws: AwsClients, spec: ClusterSpec, rid: str) -> int:
+    """The stack's own instances that hold a slot in reservation ``rid`` (all pages)."""
+    pages = aws.ec2.get_paginator("describe_instances").paginate(
+        Filters=[
+            {"Name": f"tag:{STACK_TAG}", "Values": [spec.stack]},
+            {"Name": "instance-state-name", "Values": HOLDING_STATES},
+        ]
+    )
+    return sum(
+        1
+        for page in pages
+        for reservation in page.get("Reservations", [])
+        for inst in reservation.get("Instances", [])
+        if inst.get("CapacityReservationId") == rid
+    )
+
+
+def reservation(aws: AwsClients, rid: str) -> dict[str, Any] | None:
     try:
         found = aws.ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"]
     except ClientError as exc:
@@ -31,7 +65,7 @@ def _reservation(aws: AwsClients, rid: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def _placement_mismatch(spec: ClusterSpec, pool: NodePool, res: dict[str, Any]) -> list[str]:
+def reservation_mismatch(spec: ClusterSpec, pool: NodePool, res: dict[str, Any]) -> list[str]:
     wrong = []
     if res.get("InstanceType") != pool.instance_type:
         wrong.append(f"instance type {res.get('InstanceType')} (pool: {pool.instance_type})")
@@ -55,7 +89,7 @@ class CapacityReservation(Check):
             if rid is None:
                 continue
             subject = f"node_pools[{pool.name}].capacity_reservation_id"
-            res = _reservation(aws, rid)
+            res = reservation(aws, rid)
             if res is None:
                 out.append(
                     Finding(
@@ -88,7 +122,7 @@ class CapacityReservation(Check):
                         "use an active reservation",
                     )
                 )
-            wrong = _placement_mismatch(spec, pool, res)
+            wrong = reservation_mismatch(spec, pool, res)
             if wrong:
                 out.append(
                     Finding(
@@ -99,23 +133,7 @@ class CapacityReservation(Check):
                         "fix the pool or use a matching reservation",
                     )
                 )
-            if pool.placement_group is not None:
-                want = f"{spec.stack}-{pool.name}"
-                arn = res.get("PlacementGroupArn")
-                have = arn.rsplit("/", 1)[-1] if arn else None
-                if have != want:
-                    where = f"in placement group {have}" if have else "outside any cluster placement group"
-                    out.append(
-                        Finding(
-                            self.id,
-                            "warning",
-                            subject,
-                            f"{rid} was created {where}, but the pool launches into placement group {want}: "
-                            "its instances may not match the reservation",
-                            f"create the reservation in cluster placement group {want} (EC2 user guide, "
-                            "'Capacity Reservations for cluster placement groups') or drop placement_group",
-                        )
-                    )
+            out.extend(self._placement(spec, pool, res, subject))
             size = pool.capacity_reservation_size
             if size is not None and size != res.get("TotalInstanceCount"):
                 out.append(
@@ -127,122 +145,82 @@ class CapacityReservation(Check):
                         "update capacity_reservation_size",
                     )
                 )
-            if (
-                res.get("InstanceMatchCriteria") == "targeted"
-                or res.get("AvailableInstanceCount", 0) >= pool.count
-            ):
+            free = res.get("AvailableInstanceCount", 0)
+            if free >= pool.count:
                 continue
+            # The stack's own nodes fill the reservation on every run after the first: not a problem.
+            ours = own_instances_in(aws, spec, rid)
+            if free + ours >= pool.count:
+                continue
+            others = res.get("TotalInstanceCount", 0) - free - ours
             out.append(
                 Finding(
                     self.id,
                     "warning",
                     subject,
-                    f"{rid} has {res.get('AvailableInstanceCount')} free of {res.get('TotalInstanceCount')}",
-                    "instances outside this stack are using it",
+                    f"{rid} has {free} free of {res.get('TotalInstanceCount')}: this stack holds {ours}, "
+                    f"{others} are used by instances outside it, and the pool needs {pool.count}",
+                    "free the reservation (find them: aws ec2 describe-instances --filters "
+                    f"Name=capacity-reservation-id,Values={rid}) or lower the pool's count",
                 )
             )
         return out
 
-
-class CapacityBlock(Check):
-    id = "capacity-block"
-
-    def run(self, spec: ClusterSpec, aws: AwsClients, now: dt.datetime) -> list[Finding]:
-        out = []
-        for pool in live_pools(spec):
-            rid = pool.capacity_block_id
-            if rid is None:
-                continue
-            subject = f"node_pools[{pool.name}].capacity_block_id"
-            res = _reservation(aws, rid)
-            if res is None or res.get("ReservationType") != CAPACITY_BLOCK:
-                what = "does not exist" if res is None else "is not a Capacity Block"
-                out.append(
-                    Finding(self.id, "error", subject, f"{rid} {what}", self._offer(aws, spec, pool, now))
-                )
-                continue
-            start, end = res.get("StartDate"), res.get("EndDate")
-            if start and now < start:
-                out.append(
-                    Finding(
-                        self.id,
-                        "error",
-                        subject,
-                        f"{rid} starts at {start.isoformat()}: its instances cannot launch before",
-                        f"run again after {start.isoformat()}",
-                    )
-                )
-            elif end and now >= end or res.get("State") in ("expired", "cancelled", "failed"):
-                out.append(
-                    Finding(
-                        self.id,
-                        "error",
-                        subject,
-                        f"{rid} ended at {end.isoformat() if end else '?'} ({res.get('State')})",
-                        self._offer(aws, spec, pool, now),
-                    )
-                )
-            else:
-                if end and end - now < dt.timedelta(hours=2):
-                    out.append(
-                        Finding(
-                            self.id,
-                            "warning",
-                            subject,
-                            f"{rid} ends at {end.isoformat()}: AWS terminates its instances then",
-                            "certification may not finish; extend or buy a new block",
-                        )
-                    )
-                wrong = _placement_mismatch(spec, pool, res)
-                if wrong:
-                    out.append(
-                        Finding(
-                            self.id,
-                            "error",
-                            subject,
-                            f"{rid} does not match the pool: " + "; ".join(wrong),
-                            "fix the pool or buy a matching block",
-                        )
-                    )
-        return out
-
-    @staticmethod
-    def _offer(aws: AwsClients, spec: ClusterSpec, pool: NodePool, now: dt.datetime) -> str:
-        """A purchasable block for this pool, if AWS offers one (the fix is then concrete)."""
-        offers = aws.ec2.describe_capacity_block_offerings(
-            InstanceType=pool.instance_type, InstanceCount=pool.count, CapacityDurationHours=24
-        ).get("CapacityBlockOfferings", [])
-        zone = aws_provider(spec).availability_zone
-        offers = sorted(
-            (o for o in offers if o.get("AvailabilityZone") == zone), key=lambda o: o["StartDate"]
-        )
-        if not offers:
-            return (
-                f"buy a Capacity Block for {pool.count} x {pool.instance_type} in {zone} and set its cr- id"
+    def _placement(
+        self, spec: ClusterSpec, pool: NodePool, res: dict[str, Any], subject: str
+    ) -> list[Finding]:
+        arn = res.get("PlacementGroupArn")
+        have = arn.rsplit("/", 1)[-1] if arn else None
+        want = pool_group_name(spec, pool)
+        if want is None or have == want:
+            return []
+        key = f"node_pools[{pool.name}].placement_group"
+        if have:
+            fix = f"set {key}.name: {have}, so the pool launches into the reservation's group"
+        else:
+            fix = f"drop {key}: instances placed outside the reservation's capacity may not launch"
+        where = f"in placement group {have}" if have else "outside any placement group"
+        return [
+            Finding(
+                self.id,
+                "warning",
+                subject,
+                f"{res.get('CapacityReservationId')} was created {where}, but the pool launches into "
+                f"placement group {want}: launches may fail for lack of capacity",
+                fix,
             )
-        o = offers[0]
-        return (
-            f"buy offering {o['CapacityBlockOfferingId']} ({o['StartDate'].isoformat()} to {o['EndDate'].isoformat()}, "
-            f"upfront {o.get('UpfrontFee')} {o.get('CurrencyCode', '')}) and set its cr- id"
-        )
+        ]
 
 
 class PlacementGroup(Check):
-    """A placement group with the stack's name but another strategy would make `up` fail."""
+    """A placement group with the stack's name but another strategy would make `up` fail; a
+    group the spec names must exist."""
 
     id = "placement-group"
 
     def run(self, spec: ClusterSpec, aws: AwsClients, now: dt.datetime) -> list[Finding]:
         out = []
         for pool in live_pools(spec):
-            if pool.placement_group is None:
+            name = pool_group_name(spec, pool)
+            if pool.placement_group is None or name is None:
                 continue
-            name = f"{spec.stack}-{pool.name}"
+            named = pool.placement_group.name is not None
             try:
                 groups = aws.ec2.describe_placement_groups(GroupNames=[name])["PlacementGroups"]
             except ClientError as exc:
                 if "Unknown" in error_code(exc) or "NotFound" in error_code(exc):
-                    continue  # will be created
+                    if named:
+                        out.append(
+                            Finding(
+                                self.id,
+                                "error",
+                                f"node_pools[{pool.name}].placement_group.name",
+                                f"placement group {name} does not exist in {aws_provider(spec).region}",
+                                "name an existing group (aws ec2 describe-placement-groups), or drop name to "
+                                "let the stack create one",
+                            )
+                        )
+                    continue  # the stack creates it
                 raise
             for group in groups:
                 if group.get("Strategy") != pool.placement_group.strategy:

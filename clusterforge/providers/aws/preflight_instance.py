@@ -18,13 +18,20 @@ from clusterforge.providers.aws.preflight_base import (
 )
 from clusterforge.spec.models import ClusterSpec
 
-# Service Quotas codes of the On-Demand vCPU quotas, by instance family (first letters of the
-# type). Codes as the Service Quotas console and `aws service-quotas get-service-quota` name them.
+# Service Quotas codes of the On-Demand vCPU quotas, by instance family prefix (the longest
+# prefix wins: trn1 is Trn, not the Standard "t"; dl1 is DL, not "d"; hpc7a is HPC, not "h").
+# Codes and names as `aws service-quotas list-service-quotas --service-code ec2` prints them.
 VCPU_QUOTAS: dict[str, tuple[str, str]] = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
     "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
     "vt": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
     "inf": ("L-1945791B", "Running On-Demand Inf instances"),
+    "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
+    "dl": ("L-6E869C2A", "Running On-Demand DL instances"),
+    "hpc": ("L-F7808C92", "Running On-Demand HPC instances"),
+    "f": ("L-74FC7D96", "Running On-Demand F instances"),
+    "x": ("L-7295265B", "Running On-Demand X instances"),
+    "u-": ("L-43DA4232", "Running On-Demand High Memory instances"),
     **{
         f: ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
         for f in ("a", "c", "d", "h", "i", "m", "r", "t", "z")
@@ -145,6 +152,8 @@ class InstanceTypeFacts(Check):
 
 def quota_for(instance_type: str) -> tuple[str, str] | None:
     family = instance_type.split(".", 1)[0]
+    if family.startswith("u") and "-" in family:  # u-6tb1: High Memory
+        family = "u-"
     for prefix in sorted(VCPU_QUOTAS, key=len, reverse=True):
         if family.startswith(prefix):
             return VCPU_QUOTAS[prefix]
