@@ -452,3 +452,11 @@ def test_old_reduce_has_redop_and_root_with_error_column() -> None:
     }
     assert last["in_place"]["busbw"] == 1.48 and len(result["rows"]) == 6
     assert result["ok"] is True and result["avg_busbw"] == pytest.approx(0.716373)
+
+
+def test_footer_pasted_without_its_hash_is_a_failed_run() -> None:
+    result = parse("old_allgather_4g_footer_without_hash_failed.txt")
+    assert result["out_of_bounds"] == 2 and result["avg_busbw"] == pytest.approx(128.942)
+    assert result["complete"] is True and result["ok"] is False
+    assert [row["size"] for row in result["rows"]] == [4294967296]
+    assert result["rows"][0]["out_of_place"]["error"] == 1.0

@@ -36,6 +36,9 @@ _RANK_LINE = re.compile(
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _BITWISE = re.compile(r"^#\s*Bitwise mismatches\s*:\s*(\d+)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
+# The footer as pasted without its "#" (NVIDIA/nccl-tests issue 37: " Out of bounds values : 2 FAILED"): still
+# the footer, so a failed check is not lost and the run is not taken for one that died.
+_BARE_FOOTER = re.compile(r"^(?:Out of bounds values|Avg bus bandwidth|Bitwise mismatches)\s*:")
 # #wrong is an integer printed with %g ("16384", "1.04858e+06") or N/A; the old error column is %.0e ("2e-07").
 _WRONG_TOKEN = re.compile(r"^(?:\d+|N/A|\d\.\d+e\+\d+)$")
 _ERROR_LINE = re.compile(
@@ -253,6 +256,8 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         if _ERROR_LINE.search(body):
             errors.append(body)
             continue
+        if _BARE_FOOTER.match(body):
+            body = "# " + body
         if body.startswith("#"):
             match = _STARTING.match(body)
             if match:
