@@ -58,6 +58,12 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
         },
         "Set software.fabric_manager equal to software.driver.version",
     ),
+    (
+        "driver-headers-unknown-kernel",
+        "nvidia_driver",
+        {**GOOD_DRIVER, "_nvidia_driver_kernel": "6.9.0-custom"},
+        "set nvidia_driver_kernel_headers_packages",
+    ),
     ("cuda-inexact", "cuda_toolkit", {"cuda_toolkit_version": "12.8"}, "exact version such as 12.8.1"),
     ("nccl-no-cuda", "nccl", {"nccl_version": "2.26.2", "nccl_cuda_version": ""}, "software.cuda"),
     ("dcgm-3", "dcgm", {"dcgm_version": "3.3.5"}, "exact DCGM 4 version"),
