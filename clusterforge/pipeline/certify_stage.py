@@ -4,7 +4,9 @@
    reservation, admission.py) so no user work lands on it while it is judged.
 2. Single-node checks: ``playbooks/certify.yml`` (Ansible) puts the node's NODE.json in place,
    runs the validators profile and fetches ``report.json``/``junit.xml`` into
-   ``.clusterforge/<stack>/reports/<node>/``.
+   ``.clusterforge/<stack>/reports/<node>/``. Then every figure is judged against the fleet
+   (fleet_stage.py: this command's nodes of the same type, else the stored baseline, else the
+   floor); a figure too far under its reference fails the node with the evidence.
 3. Network check: first every node that passed must answer the controller (liveness.py: its
    Slurm state, then a one-task probe job on it alone); one that does not fails alone with that
    reason. Then a Slurm job across the rest (network.py), with a deadline on its whole life. A
@@ -23,10 +25,12 @@ from collections import defaultdict
 from clusterforge.ansible.runner import PlaybookRun, run_stamp
 from clusterforge.certify import liveness
 from clusterforge.certify.admission import Admission, AdmissionError
+from clusterforge.certify.fleet import FleetJudgement
 from clusterforge.certify.network import NetworkJob, run_network_check
 from clusterforge.certify.node_config import dumps, profile_for, render_node_config
 from clusterforge.certify.reports import Verdict, merge, read_verdict, stamp_run
 from clusterforge.journal import now_iso, write_atomic
+from clusterforge.pipeline import fleet_stage
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.pipeline.scheduler import BaseStage, StageResult
 from clusterforge.providers.base import Node
@@ -42,6 +46,7 @@ class CertifyStage(BaseStage):
         self.playbook = ctx.playbooks / playbook
         self._run: PlaybookRun | None = None
         self._runs: dict[str, str] = {}  # node -> run id, over every batch of this command
+        self._fleet_ctx = fleet_stage.FleetContext.for_stack(ctx.spec, ctx.options.profile, ctx.paths.reports)
 
     def cancel(self) -> None:
         if self._run is not None:
@@ -100,10 +105,15 @@ class CertifyStage(BaseStage):
                 results[n.name] = self._failed(n.name, "slurm-hold", str(exc))
             return results
         verdicts = self._single_node(todo, run_id)
+        judgement = self._fleet(todo, run_id)
+        verdicts = fleet_stage.apply(judgement, verdicts, ctx.board.note, self._fleet_ctx.error)
         verdicts = self._network(todo, verdicts, run_id, admission, heads[0])
         for n in todo:
             results[n.name] = self._decide(n, verdicts[n.name], admission, run_id)
             self._runs[n.name] = run_id
+        fleet_stage.record(
+            self._fleet_ctx, judgement, {n.name: verdicts[n.name].passed for n in todo}, run_id
+        )
         self._html(sorted(self._runs))
         return results
 
@@ -177,6 +187,12 @@ class CertifyStage(BaseStage):
                     stamp_run(ctx.paths.reports / n.name / "report.json", run_id)
                     verdicts[n.name] = read_verdict(n.name, ctx.paths.reports / n.name / "report.json")
         return verdicts
+
+    def _fleet(self, todo: list[Node], run_id: str) -> FleetJudgement | None:
+        """Judge this batch's figures against the fleet (clusterforge/certify/fleet.py)."""
+        for n in todo:
+            self.ctx.board.note(n.name, "judging figures against the fleet")
+        return fleet_stage.judge(self._fleet_ctx, {n.name: n.instance_type for n in todo}, run_id)
 
     def _network(
         self, todo: list[Node], verdicts: dict[str, Verdict], run_id: str, admission: Admission, head: Node
