@@ -13,7 +13,10 @@ from validators.parsers import PARSERS
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-TOOLS = ("nccl-tests", "dcgmi-diag", "nvidia-smi", "nvidia-smi-topo", "gpu-burn", "xid", "fi-info")
+TOOLS = (
+    "nccl-tests", "dcgmi-diag", "nvidia-smi", "nvidia-smi-topo", "gpu-burn", "xid", "fi-info",
+    "ibstat", "ibstatus", "nvlink",
+)  # fmt: skip
 
 
 def test_every_tool_is_registered_and_documented() -> None:

@@ -110,6 +110,26 @@ fi-info  (fi_info.parse_fi_info; `fi_info -p efa [-t FI_EP_RDM]`)
     efa_devices     list[str]  distinct EFA devices (domain without -rdm/-dgrm), naturally sorted
     efa_device_count int
     error           str|None   "fi_getinfo: -61 (FI_ENODATA: ...)" or "fi_info printed no provider"
+
+ibstat  (infiniband.parse_ibstat; rdma-core infiniband-diags `ibstat`)
+ibstatus  (infiniband.parse_ibstatus; rdma-core `ibstatus`)
+    ports           list       per HCA port, the same record from both tools: device str ("mlx5_0"),
+                               port int, state str|None ("Active", "Down", "Initializing", "Armed";
+                               ibstatus' "4: ACTIVE" read as "Active"), physical_state str|None
+                               ("LinkUp", "Disabled", "Polling"), rate_gbps float|None (Gb/s),
+                               width/speed str|None (ibstatus only: "4X", "EDR"), link_layer str|None
+                               ("InfiniBand", "Ethernet" = RoCE)
+    cas             list       ibstat only: each {name, type, firmware, ports (count)}
+    errors          list[str]  "ibpanic:"/"ibwarn:" lines (e.g. a CA listed but gone: "stat of IB device
+                               'mlx5_8' failed")
+    error           str|None   the first such line, or "no InfiniBand port in the output", when no port was read
+
+nvlink  (nvlink.parse_nvlink_status; `nvidia-smi nvlink --status` / `-s`)
+    gpus            list       each: index int, name str|None, uuid str|None, note str|None (text after the
+                               UUID, e.g. "Device does not have or support Nvlink"), links {"<n>": GB/s float
+                               or None for <inactive>}, links_up int (rate > 0), inactive list[int] (links
+                               listed as <inactive> or 0 GB/s), max_gbps float|None
+    error           str|None   nvidia-smi's own failure text, or "nvidia-smi nvlink printed no GPU"
 """
 
 from __future__ import annotations
@@ -119,8 +139,10 @@ from typing import Any, Callable, Dict
 from validators.parsers.dcgm import parse_dcgmi_diag
 from validators.parsers.fi_info import parse_fi_info
 from validators.parsers.gpu_burn import parse_gpu_burn
+from validators.parsers.infiniband import parse_ibstat, parse_ibstatus
 from validators.parsers.nccl_tests import parse_nccl_tests
 from validators.parsers.nvidia_smi import parse_nvidia_smi
+from validators.parsers.nvlink import parse_nvlink_status
 from validators.parsers.topo import parse_nvidia_smi_topo
 from validators.parsers.xid import classify_xid, parse_xid
 
@@ -132,6 +154,9 @@ PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "gpu-burn": parse_gpu_burn,
     "xid": parse_xid,
     "fi-info": parse_fi_info,
+    "ibstat": parse_ibstat,
+    "ibstatus": parse_ibstatus,
+    "nvlink": parse_nvlink_status,
 }
 
 __all__ = [
@@ -140,8 +165,11 @@ __all__ = [
     "parse_dcgmi_diag",
     "parse_fi_info",
     "parse_gpu_burn",
+    "parse_ibstat",
+    "parse_ibstatus",
     "parse_nccl_tests",
     "parse_nvidia_smi",
     "parse_nvidia_smi_topo",
+    "parse_nvlink_status",
     "parse_xid",
 ]
