@@ -23,6 +23,7 @@ _TOP_KEYS = {
     "efa": "object: interfaces",
     "software": "object: component -> pinned version",
     "packages": "object: component -> list of package names (dpkg/rpm glob patterns)",
+    "pins": "list of {package, version, held}: packages the roles pinned and held",
     "shared_storage": "object: path, require_mount",
     "peers": "list of {name, address}",
     "durations": "object: name -> seconds or count",
@@ -48,6 +49,16 @@ class Peer:
     address: str
 
 
+@dataclass(frozen=True)
+class Pin:
+    """A package configure installed and held. ``version``: the Debian version, a glob as apt
+    takes it (``535.261.03-*``); empty: any version."""
+
+    package: str
+    version: str
+    held: bool
+
+
 @dataclass
 class NodeConfig:
     """What the node is expected to be, with the profile's defaults filled in."""
@@ -61,6 +72,7 @@ class NodeConfig:
     efa_interfaces: int = 0
     software: Dict[str, str] = field(default_factory=dict)
     packages: Dict[str, List[str]] = field(default_factory=dict)
+    pins: List[Pin] = field(default_factory=list)
     shared_storage_path: Optional[str] = None
     shared_storage_require_mount: bool = True
     peers: List[Peer] = field(default_factory=list)
@@ -137,6 +149,7 @@ def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConf
         if not (isinstance(pkgs, list) and pkgs and all(isinstance(p, str) and p for p in pkgs)):
             raise ConfigError(f"{source}: packages.{comp}: must be a non-empty list of package names")
         cfg.packages[comp] = list(pkgs)
+    cfg.pins = _pins(v, data.get("pins", []))
     storage = v.obj(data, "shared_storage")
     v.known_keys(storage, {"path": "", "require_mount": ""}, "shared_storage.")
     cfg.shared_storage_path = v.string(storage, "path", "shared_storage.") or None
@@ -178,6 +191,24 @@ def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConf
         raise ConfigError(f"{source}: skip_checks: must be a list of check ids")
     cfg.skip_checks = list(skips)
     return cfg
+
+
+def _pins(v: "_Validator", raw: Any) -> List[Pin]:
+    if not isinstance(raw, list):
+        raise ConfigError(f'{v.source}: pins: must be a list of {{"package", "version", "held"}} objects')
+    pins = []
+    for i, p in enumerate(raw):
+        if not isinstance(p, dict):
+            raise ConfigError(f"{v.source}: pins[{i}]: must be an object with package, version and held")
+        v.known_keys(p, {"package": "", "version": "", "held": ""}, f"pins[{i}].")
+        pins.append(
+            Pin(
+                package=v.string(p, "package", f"pins[{i}].", True),
+                version=v.string(p, "version", f"pins[{i}]."),
+                held=v.boolean(p, "held", f"pins[{i}].", default=True),
+            )
+        )
+    return pins
 
 
 def _peers(v: "_Validator", raw: Any, node: str) -> List[Peer]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from clusterforge.catalog import load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog, InstanceType
+from clusterforge.certify.package_pins import PinError, package_pins
 from clusterforge.providers.base import Node
 from clusterforge.spec.models import CertificationProfile, ClusterSpec
 
@@ -96,6 +97,14 @@ def thresholds(it: InstanceType, profile: CertificationProfile) -> dict[str, flo
     return out
 
 
+def _pins(spec: ClusterSpec, node: Node, it: InstanceType, hw: HardwareCatalog) -> list[dict[str, Any]]:
+    """The packages the roles pin and hold on this node, from the roles' own variables."""
+    try:
+        return [p.as_node_json() for p in package_pins(spec, node, it, hw)]
+    except PinError as exc:
+        raise NodeConfigError(f"{node.name}: {exc}") from None
+
+
 def durations(profile: CertificationProfile) -> dict[str, float]:
     d = profile.durations
     return {
@@ -129,6 +138,7 @@ def render_node_config(
         "node": node.name,
         "instance_type": it.name,
         "software": pinned_software(spec, it, components),
+        "pins": _pins(spec, node, it, hw),
         "durations": durations(prof),
         "thresholds": thresholds(it, prof),
         "peers": [{"name": p.name, "address": p.address} for p in peers if p.name != node.name],

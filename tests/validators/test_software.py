@@ -14,6 +14,7 @@ from conftest import (
 )
 
 from validators.checks.software import PythonRuntime, SoftwareVersions, upstream_version, version_matches
+from validators.parsers.dpkg import DPKG_PIN_FORMAT
 from validators.suite import run_check
 
 DPKG = ("dpkg-query", "-W")
@@ -126,3 +127,63 @@ def test_held_packages_count_as_installed_and_removed_ones_do_not() -> None:
     removed = dpkg_answer({"slurmd": ("22.05.7-1", "rc "), "slurm-wlm": ("22.05.8-4+deb12u3", "hi ")})
     result = run_check(SoftwareVersions(), make_context(cfg, removed))
     assert result.status == "pass", result.summary
+
+
+class PinRunner(FakeRunner):
+    """dpkg-query in the pins' format: {package: (selection, state, version)}; unknown packages
+    go to stderr with rc 1, as in tests/data/dpkg-query/missing.*."""
+
+    def __init__(self, packages: dict) -> None:
+        super().__init__({})
+        self.packages = packages
+
+    def __call__(self, argv, timeout):  # type: ignore[no-untyped-def]
+        if tuple(argv[:2]) != DPKG or argv[3] != DPKG_PIN_FORMAT:
+            return super().__call__(argv, timeout)
+        self.calls.append(list(argv))
+        known = [p for p in argv[4:] if p in self.packages]
+        rows = "".join("{}\t{} ok {}\t{}\n".format(p, *self.packages[p]) for p in sorted(known))
+        missing = "".join(f"dpkg-query: no packages found matching {p}\n" for p in argv[4:] if p not in known)
+        return (1 if missing else 0), rows, missing
+
+
+PINS = [
+    {"package": "nvidia-smi", "version": "535.261.03-*", "held": True},
+    {"package": "nvidia-persistenced", "version": "", "held": True},
+    {"package": "slurmd", "version": "22.05.8-*", "held": True},
+]
+HEALTHY = {
+    "nvidia-smi": ("hold", "installed", "535.261.03-1~deb12u1"),
+    "nvidia-persistenced": ("hold", "installed", "535.171.04-1"),
+    "slurmd": ("hold", "installed", "22.05.8-4+deb12u3"),
+}
+
+
+def pins_config() -> dict:
+    return {"schema_version": 1, "node": "n", "instance_type": "local", "pins": PINS}
+
+
+def test_pins_pass_when_installed_at_the_pin_and_held() -> None:
+    result = run_check(SoftwareVersions(), make_context(pins_config(), PinRunner(dict(HEALTHY))))
+    assert result.status == "pass", result.summary
+    assert result.summary.endswith("3 pinned package(s) installed and held")
+    assert result.metrics["packages_pin_failures"]["value"] == 0
+
+
+def test_pins_name_every_missing_moved_or_unheld_package() -> None:
+    packages = dict(HEALTHY)
+    del packages["nvidia-smi"]  # dpkg --remove --force-depends nvidia-smi (then purged)
+    packages["slurmd"] = ("install", "installed", "22.05.8-4+deb12u3")  # apt-mark unhold slurmd
+    packages["nvidia-persistenced"] = ("hold", "installed", "535.171.04-1")
+    result = run_check(SoftwareVersions(), make_context(pins_config(), PinRunner(packages)))
+    assert result.status == "fail"
+    assert result.summary == "nvidia-smi: not installed (535.261.03-* pinned); slurmd: not held"
+    packages["slurmd"] = ("hold", "installed", "23.02.7-1")
+    result = run_check(SoftwareVersions(), make_context(pins_config(), PinRunner(packages)))
+    assert "slurmd: 23.02.7-1 installed (22.05.8-* pinned)" in result.summary
+
+
+def test_pins_alone_make_the_check_apply_and_an_unreadable_dpkg_fails() -> None:
+    runner = FakeRunner({DPKG: (2, "", "dpkg-query: error: cannot access archive")})
+    result = run_check(SoftwareVersions(), make_context(pins_config(), runner))
+    assert result.status == "fail" and "cannot read their state" in result.summary

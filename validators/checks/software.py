@@ -7,6 +7,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from validators.checks.base import Check, Context
+from validators.parsers.dpkg import DPKG_PIN_FORMAT, parse_dpkg_status, pin_problems
 from validators.result import CheckResult, Outcome
 from validators.runner import RC_NOT_FOUND, describe_failure
 
@@ -52,11 +53,14 @@ class SoftwareVersions(Check):
     needs = ()
     measures = (
         "driver (nvidia-smi), CUDA, NCCL, fabric manager, DCGM, Slurm package versions (dpkg-query/rpm) "
-        "and the EFA installer version against NODE.json software pins"
+        "and the EFA installer version against NODE.json software pins; every package in NODE.json pins "
+        "installed at its pinned version and held (dpkg-query ${Status} ${Version})"
     )
 
     def applies(self, config) -> Optional[str]:
-        return None if config.software else "not applicable: NODE.json pins no software versions"
+        if config.software or config.pins:
+            return None
+        return "not applicable: NODE.json pins no software versions"
 
     def run(self, ctx: Context) -> CheckResult:
         out = Outcome(self.id)
@@ -85,7 +89,37 @@ class SoftwareVersions(Check):
                 wrong = [v for v in versions if not version_matches(expected, v)]
                 out.fail(f"{component}: expected {expected}, found {', '.join(wrong)} ({where})")
         out.metric("components_checked", checked, "count")
-        return out.finish(f"{checked} pinned component(s) match NODE.json")
+        held = self._pins(ctx, out)
+        summary = f"{checked} pinned component(s) match NODE.json"
+        if held:
+            summary += f", {held} pinned package(s) installed and held"
+        return out.finish(summary)
+
+    def _pins(self, ctx: Context, out: Outcome) -> int:
+        """NODE.json pins: every package the roles pinned is installed at that version and held.
+        All problems go in one reason, so the summary names each package."""
+        pins = ctx.config.pins
+        if not pins:
+            return 0
+        argv = ["dpkg-query", "-W", "-f", DPKG_PIN_FORMAT, *sorted({p.package for p in pins})]
+        out.command(argv)
+        rc, stdout, stderr = ctx.run(argv)
+        # Exit 1 when a package is unknown to dpkg (it is then missing from stdout, which the judge reports).
+        if rc not in (0, 1):
+            out.fail(
+                "pinned packages: cannot read their state: " + describe_failure(argv, rc, stdout, stderr)
+            )
+            return 0
+        states = parse_dpkg_status(stdout)
+        problems = pin_problems(pins, states)
+        out.metric("packages_pinned", len(pins), "count")
+        out.metric("packages_pin_failures", len(problems), "count")
+        if problems:
+            out.fail("; ".join(problems))
+        out.evidence(
+            *(f"{name}: {st.selection} {st.state} {st.version}" for name, st in sorted(states.items()))
+        )
+        return len(pins) - len(problems)
 
     def _read(self, ctx: Context, out: Outcome, component: str) -> Optional[Tuple[List[str], str]]:
         """(versions found, where read) or None when this component cannot be read here."""

@@ -1,0 +1,300 @@
+"""The packages the roles install at a pinned version and hold on a node, read from the roles themselves.
+
+NODE.json's ``pins`` (validators/SCHEMA.md) must say exactly what configure applied, or
+``software-versions`` checks something the node never had (or misses what it has). So nothing
+here restates a package name or a version rule: the names and pin expressions are the roles'
+own variables (``roles/<role>/defaults``, ``vars/main.yml``, ``vars/<OS>.yml``), evaluated with
+the same inventory variables ``clusterforge.inventory`` renders for that node. The one thing
+kept here is which variable each role installs and holds (``_RULES``), each quoting the task
+that does it; ``tests/certify/test_package_pins.py`` fails when a quoted expression leaves its
+task file, so a role change cannot silently part from NODE.json.
+
+Templating follows Ansible's classic mode: variables are templated lazily on use, and a result
+that reads as a Python list literal becomes a list.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from clusterforge.catalog.hardware import HardwareCatalog, InstanceType
+from clusterforge.inventory import host_vars, monitoring_vars, software_vars
+from clusterforge.providers.base import Node
+from clusterforge.spec.models import ClusterSpec
+
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+
+# Spec os_image -> the per-OS vars files the roles' first_found looks for, most specific first:
+# "<distribution>-<version>" (GPU roles), "<distribution>-<major>", "<distribution>", "<os_family>"
+# (slurm, monitoring); Ubuntu's os_family is Debian.
+_OS_VARS = {
+    "debian-12": ("Debian-12.yml", "Debian.yml"),
+    "ubuntu-22.04": ("Ubuntu-22.04.yml", "Ubuntu-22.yml", "Ubuntu.yml", "Debian.yml"),
+    "ubuntu-24.04": ("Ubuntu-24.04.yml", "Ubuntu-24.yml", "Ubuntu.yml", "Debian.yml"),
+}
+# Node role (spec) -> the slurm role's slurm_node_role (playbooks/cluster.yml role params).
+_SLURM_NODE_ROLE = {"head": "controller", "gpu": "compute", "login": "login"}
+
+
+@dataclass(frozen=True)
+class PackagePin:
+    """One package configure installs and holds. ``version``: the apt version the role asks for,
+    a glob where the role passes one (``535.261.03-*``); empty: any version (held only)."""
+
+    package: str
+    version: str
+    held: bool
+    role: str
+
+    def as_node_json(self) -> dict[str, Any]:
+        return {"package": self.package, "version": self.version, "held": self.held}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A role's install-and-hold step: on which node roles (``hosts``), when, which packages at
+    which version. ``task``: the file holding the step; ``quoted`` are expressions copied from it."""
+
+    role: str
+    hosts: tuple[str, ...]
+    when: str
+    packages: str
+    version: str | None  # None: installed at the source's own version, held
+    task: str
+    quoted: tuple[str, ...]
+
+
+_GPU = ("gpu",)
+_ALL = ("head", "gpu", "login")
+_RULES: tuple[_Rule, ...] = (
+    _Rule(
+        "nvidia_driver",
+        _GPU,
+        "nvidia_driver_enabled",
+        "_nvidia_driver_pinned",
+        "_nvidia_driver_pin",
+        "tasks/setup-Debian.yml",
+        (
+            "regex_replace', '$', '=' ~ _nvidia_driver_pin)",
+            "(_nvidia_driver_pinned + _nvidia_driver_unpinned)",
+        ),
+    ),
+    _Rule(
+        "nvidia_driver",
+        _GPU,
+        "nvidia_driver_enabled",
+        "_nvidia_driver_unpinned",
+        None,
+        "tasks/setup-Debian.yml",
+        ("+ _nvidia_driver_unpinned }}",),
+    ),
+    _Rule(
+        "cuda_toolkit",
+        _GPU,
+        "cuda_toolkit_enabled",
+        "[_cuda_toolkit_package]",
+        "_cuda_toolkit_pin",
+        "tasks/setup-Debian.yml",
+        ('"{{ _cuda_toolkit_package }}={{ _cuda_toolkit_pin }}"', "([_cuda_toolkit_package])"),
+    ),
+    _Rule(
+        "nccl",
+        _GPU,
+        "nccl_enabled and nccl_version | length > 0",
+        "_nccl_packages",
+        "_nccl_pin",
+        "tasks/setup-Debian.yml",
+        ("_nccl_packages | map('regex_replace', '$', '=' ~ _nccl_pin)", "(_nccl_packages)"),
+    ),
+    _Rule(
+        "fabric_manager",
+        _GPU,
+        "fabric_manager_enabled",
+        "[_fabric_manager_package]",
+        "_fabric_manager_pin",
+        "tasks/setup-Debian.yml",
+        ('"{{ _fabric_manager_package }}={{ _fabric_manager_pin }}"',),
+    ),
+    _Rule(
+        "dcgm",
+        _GPU,
+        "dcgm_enabled and dcgm_version | length > 0",
+        "_dcgm_packages",
+        "_dcgm_pin",
+        "tasks/setup-Debian.yml",
+        ("_dcgm_packages | map('regex_replace', '$', '=' ~ _dcgm_pin)", "(_dcgm_packages)"),
+    ),
+    _Rule(
+        "container_runtime",
+        _GPU,
+        "container_runtime_enabled and container_runtime_toolkit_version | length > 0",
+        "_container_runtime_toolkit_packages",
+        "_container_runtime_toolkit_pin",
+        "tasks/setup-Debian.yml",
+        ("| map('regex_replace', '$', '=' ~ _container_runtime_toolkit_pin)",),
+    ),
+    # enroot comes as NVIDIA's .deb files named <package>_<version>-1_<arch>.deb (vars/main.yml).
+    _Rule(
+        "container_runtime",
+        _GPU,
+        "container_runtime_enabled and container_runtime_toolkit_version | length > 0",
+        "_container_runtime_enroot_packages",
+        "container_runtime_enroot_version ~ '-1'",
+        "vars/main.yml",
+        ("~ container_runtime_enroot_version ~ '-1_'",),
+    ),
+    _Rule(
+        "monitoring",
+        _ALL,
+        "monitoring_node_exporter_enabled and monitoring_node_exporter_version | length > 0",
+        "[_monitoring_node_exporter_package]",
+        "monitoring_node_exporter_version",
+        "tasks/node_exporter.yml",
+        ("('=' ~ monitoring_node_exporter_version if monitoring_node_exporter_version else '')",),
+    ),
+    _Rule(
+        "monitoring",
+        _ALL,
+        "monitoring_dcgm_exporter_enabled and monitoring_gpu_count | int > 0",
+        "[monitoring_dcgm_exporter_package]",
+        "monitoring_dcgm_exporter_version if '-' in monitoring_dcgm_exporter_version"
+        " else monitoring_dcgm_exporter_version ~ '-*'",
+        "tasks/dcgm_exporter.yml",
+        ("if '-' in monitoring_dcgm_exporter_version else monitoring_dcgm_exporter_version ~ '-*' }}",),
+    ),
+    _Rule(
+        "slurm",
+        _ALL,
+        "true",
+        "_slurm_installed_packages",
+        "slurm_version ~ '-*'",
+        "tasks/install.yml",
+        ("'=' ~ slurm_version ~ '-*'", 'loop: "{{ _slurm_installed_packages }}"'),
+    ),
+)
+# Which playbook runs each role on which node roles (playbooks/node_software.yml: gpu_nodes;
+# cluster.yml: monitoring on all, slurm on every Slurm host) is what ``hosts`` states above.
+
+
+class PinError(Exception):
+    """A role variable could not be evaluated; the message names the role and the variable."""
+
+
+def rules() -> tuple[_Rule, ...]:
+    return _RULES
+
+
+@cache
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _role_files(role: str, os_image: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(defaults, vars): defaults/main.yml; vars/main.yml with the first per-OS vars file found."""
+    base = ROLES_DIR / role
+    merged = dict(_read_yaml(base / "vars" / "main.yml"))
+    for name in _OS_VARS.get(os_image, ()):
+        found = _read_yaml(base / "vars" / name)
+        if found:
+            merged.update(found)
+            break
+    return _read_yaml(base / "defaults" / "main.yml"), merged
+
+
+class _Lazy(Mapping[str, Any]):
+    """Variables templated on first use, as Ansible does (a role var may use another)."""
+
+    def __init__(self, raw: Mapping[str, Any], env: jinja2.Environment, role: str) -> None:
+        self._raw, self._env, self._role = raw, env, role
+        self._done: dict[str, Any] = {}
+        self._busy: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._done:
+            return self._done[key]
+        if key not in self._raw:
+            raise KeyError(key)
+        if key in self._busy:
+            raise PinError(f"roles/{self._role}: variable {key} refers to itself")
+        self._busy.add(key)
+        try:
+            value = self.template(self._raw[key])
+        finally:
+            self._busy.discard(key)
+        self._done[key] = value
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def template(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.template(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.template(v) for k, v in value.items()}
+        if not isinstance(value, str) or "{" not in value:
+            return value
+        tmpl = self._env.from_string(value.strip())
+        text = "".join(tmpl.root_render_func(tmpl.new_context(self, shared=True)))  # type: ignore[arg-type]
+        if text.startswith("[") and text.endswith("]"):
+            try:
+                return ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                return text
+        return text
+
+    def expression(self, expr: str) -> Any:
+        return self.template("{{ " + expr + " }}")
+
+
+def _node_variables(spec: ClusterSpec, node: Node, it: InstanceType, hw: HardwareCatalog) -> dict[str, Any]:
+    """What the inventory gives this node (inventory.render_inventory's group_vars that name
+    versions, then its host_vars); role defaults and vars are laid under and over it per role."""
+    out: dict[str, Any] = {}
+    out.update(software_vars(spec, containers=spec.provider.kind == "local" and it.container))
+    out["slurm_version"] = spec.software.slurm  # inventory.slurm_vars
+    out.update(monitoring_vars(spec))
+    out.update(host_vars(node, hw))
+    out["slurm_node_role"] = _SLURM_NODE_ROLE.get(node.role, "compute")
+    return out
+
+
+def package_pins(spec: ClusterSpec, node: Node, it: InstanceType, hw: HardwareCatalog) -> list[PackagePin]:
+    """Every package configure installs at a pinned version and holds on ``node``, in role order."""
+    inventory = _node_variables(spec, node, it, hw)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    pins: dict[str, PackagePin] = {}
+    for rule in _RULES:
+        if node.role not in rule.hosts:
+            continue
+        defaults, role_vars = _role_files(rule.role, spec.software.os_image)
+        # Ansible's precedence: role defaults < inventory < role vars / include_vars.
+        lazy = _Lazy({**defaults, **inventory, **role_vars}, env, rule.role)
+        try:
+            if str(lazy.expression(rule.when)) != "True":
+                continue
+            packages = lazy.expression(rule.packages)
+            version = "" if rule.version is None else str(lazy.expression(rule.version))
+        except (jinja2.TemplateError, PinError) as exc:
+            raise PinError(
+                f"roles/{rule.role}: cannot evaluate {rule.packages} for {node.name}: {exc}"
+            ) from None
+        if isinstance(packages, str):
+            packages = [packages]
+        for name in packages:
+            pins.setdefault(str(name), PackagePin(str(name), version, True, rule.role))
+    return list(pins.values())
