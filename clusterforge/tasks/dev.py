@@ -57,19 +57,30 @@ def _ansible_targets() -> list[str]:
 def lint(c: Context) -> None:
     """Run ruff, yamllint and ansible-lint as CI does.
 
-    ruff check, ruff format --check, yamllint --strict (stacks/ roles/ playbooks/ clusterforge/data/,
-    config .yamllint) and ansible-lint --profile production (roles/ playbooks/, when they hold any).
+    ruff check, ruff format --check, yamllint --strict (stacks/ roles/ playbooks/ clusterforge/data/
+    .github/workflows/, config .yamllint), ansible-lint --profile production (roles/ playbooks/, when
+    they hold any), and over .github/workflows/ actionlint and zizmor --offline.
     Runs every step, then fails naming the ones that failed."""
     steps: list[tuple[str, str]] = [
         ("ruff check", f"{_bin('ruff')} check ."),
         ("ruff format", f"{_bin('ruff')} format --check ."),
     ]
-    yaml_dirs = [d for d in ("stacks", "roles", "playbooks", "clusterforge/data") if _has_yaml(ROOT / d)]
+    yaml_dirs = [
+        d
+        for d in ("stacks", "roles", "playbooks", "clusterforge/data", ".github/workflows")
+        if _has_yaml(ROOT / d)
+    ]
     if yaml_dirs:
         steps.append(("yamllint", f"{_bin('yamllint')} --strict -c .yamllint {' '.join(yaml_dirs)}"))
     ansible = _ansible_targets()
     if ansible:
         steps.append(("ansible-lint", f"{_bin('ansible-lint')} --profile production {' '.join(ansible)}"))
+    workflows = ROOT / ".github" / "workflows"
+    if _has_yaml(workflows):
+        # actionlint: workflow syntax, expressions, action inputs; zizmor: workflow security
+        # (unpinned actions, template injection, excessive permissions). --offline: no network.
+        steps.append(("actionlint", f"{_bin('actionlint')} .github/workflows/*.yml"))
+        steps.append(("zizmor", f"{_bin('zizmor')} --offline .github/workflows"))
     failed = []
     with c.cd(str(ROOT)):
         for name, cmd in steps:
