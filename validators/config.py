@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -21,6 +22,7 @@ _TOP_KEYS = {
     "instance_type": "str, required",
     "gpu": "object: count, model, nvlink_links_per_gpu, nvswitch",
     "efa": "object: interfaces",
+    "infiniband": "object: ports, count, rate_gbps, link_layer",
     "software": "object: component -> pinned version",
     "packages": "object: component -> list of package names (dpkg/rpm glob patterns)",
     "pins": "list of {package, version, held}: packages the roles pinned and held",
@@ -36,6 +38,7 @@ _TOP_KEYS = {
 }
 _GPU_KEYS = ("count", "model", "nvlink_links_per_gpu", "nvswitch")
 _NCCL_KEYS = ("tests_dir", "collectives", "launcher", "pairwise", "port")
+_IB_PORT = re.compile(r"^[A-Za-z0-9_.-]+(?::\d+)?$")
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
 
@@ -70,6 +73,10 @@ class NodeConfig:
     nvlink_links_per_gpu: int = 0
     nvswitch: bool = False
     efa_interfaces: int = 0
+    ib_ports: List[str] = field(default_factory=list)  # "mlx5_0" or "mlx5_0:1"
+    ib_port_count: int = 0
+    ib_rate_gbps: Optional[float] = None
+    ib_link_layer: Optional[str] = None
     software: Dict[str, str] = field(default_factory=dict)
     packages: Dict[str, List[str]] = field(default_factory=dict)
     pins: List[Pin] = field(default_factory=list)
@@ -144,6 +151,7 @@ def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConf
     efa = v.obj(data, "efa")
     v.known_keys(efa, {"interfaces": ""}, "efa.")
     cfg.efa_interfaces = v.integer(efa, "interfaces", "efa.", minimum=0, default=0)
+    _infiniband(v, v.obj(data, "infiniband"), cfg)
     cfg.software = {k: v.version(val, f"software.{k}") for k, val in v.obj(data, "software").items()}
     for comp, pkgs in v.obj(data, "packages").items():
         if not (isinstance(pkgs, list) and pkgs and all(isinstance(p, str) and p for p in pkgs)):
@@ -191,6 +199,29 @@ def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConf
         raise ConfigError(f"{source}: skip_checks: must be a list of check ids")
     cfg.skip_checks = list(skips)
     return cfg
+
+
+def _infiniband(v: "_Validator", ib: Dict[str, Any], cfg: NodeConfig) -> None:
+    v.known_keys(ib, {"ports": "", "count": "", "rate_gbps": "", "link_layer": ""}, "infiniband.")
+    ports = ib.get("ports", [])
+    if not (isinstance(ports, list) and all(isinstance(p, str) and _IB_PORT.match(p) for p in ports)):
+        raise ConfigError(
+            f'{v.source}: infiniband.ports: got {ports!r}; must be a list of HCA ports such as ["mlx5_0", "mlx5_1:1"]'
+        )
+    cfg.ib_ports = list(ports)
+    cfg.ib_port_count = v.integer(ib, "count", "infiniband.", minimum=0, default=0)
+    rate = ib.get("rate_gbps")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
+        raise ConfigError(
+            f"{v.source}: infiniband.rate_gbps: got {rate!r}; must be a number > 0 (Gb/s, e.g. 400)"
+        )
+    cfg.ib_rate_gbps = None if rate is None else float(rate)
+    layer = ib.get("link_layer")
+    if layer is not None and layer not in ("InfiniBand", "Ethernet"):
+        raise ConfigError(
+            f'{v.source}: infiniband.link_layer: got {layer!r}; use "InfiniBand" or "Ethernet" (RoCE)'
+        )
+    cfg.ib_link_layer = layer
 
 
 def _pins(v: "_Validator", raw: Any) -> List[Pin]:

@@ -11,7 +11,7 @@ from typing import Dict, List, Tuple, Type
 from validators.checks.base import Check
 from validators.checks.burnin import DcgmDiag, GpuBurn, MatmulBurnin
 from validators.checks.checkpoint import CheckpointRestart
-from validators.checks.fabric import EfaDevices, GpuTopology, NvLink
+from validators.checks.fabric import EfaDevices, GpuTopology, InfinibandPorts, NvLink
 from validators.checks.gloo import GlooAllreduce
 from validators.checks.gpu import GpuHealth, GpuInventory, GpuThrottle, PcieLink
 from validators.checks.nccl import NcclMultiNode, NcclSingleNode
@@ -30,6 +30,7 @@ CHECKS: Tuple[Type[Check], ...] = (
     XidScan,
     GpuThrottle,
     EfaDevices,
+    InfinibandPorts,
     MemlockLimit,
     SharedStorage,
     # nccl

@@ -13,7 +13,7 @@ CHECKS_MD = (ROOT / "validators" / "CHECKS.md").read_text()
 TESTS = "\n".join(
     p.read_text() for p in (ROOT / "tests" / "validators").glob("test_*.py") if p.name != "test_registry.py"
 )
-KNOWN_NEEDS = {"gpu", "torch", "dcgm", "nccl-tests", "peers", "efa", "gpu-burn"}
+KNOWN_NEEDS = {"gpu", "torch", "dcgm", "nccl-tests", "peers", "efa", "gpu-burn", "infiniband"}
 
 
 def test_ids_are_unique_kebab_case_and_complete() -> None:

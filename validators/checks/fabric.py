@@ -1,4 +1,4 @@
-"""GPU interconnect and network fabric: NVLink links, GPU topology, EFA devices."""
+"""GPU interconnect and network fabric: NVLink links, GPU topology, EFA devices, InfiniBand ports."""
 
 from __future__ import annotations
 
@@ -11,31 +11,20 @@ from validators.runner import describe_failure
 
 ALL = ("quick", "standard", "full")
 
-_GPU_RE = re.compile(r"^\s*GPU (\d+):\s*(.*)$")
-_LINK_RE = re.compile(r"^\s*Link (\d+):\s*(.+?)\s*$")
-_RATE_RE = re.compile(r"^([0-9.]+)\s*GB/s$")
-
 
 def parse_nvlink_status(text: str) -> Dict[int, Dict[int, Optional[float]]]:
-    """``nvidia-smi nvlink --status``: GPU index -> link index -> GB/s (None when inactive).
+    """``nvidia-smi nvlink --status`` as GPU index -> link index -> GB/s (None when inactive).
 
-    Format (stas00/ml-engineering, network/debug): ``GPU 0: NVIDIA H100 80GB HBM3 (UUID: ...)``
-    then ``Link 0: 26.562 GB/s`` per link, ``Link 5: <inactive>`` for a link that is down.
-    Lines such as ``Link 0, P2P is supported: true`` (other subcommands) do not match.
+    A view of the registered parser (validators/parsers/nvlink.py, tested on captures in
+    tests/data/nvlink), kept for the checks that want a plain table.
     """
-    gpus: Dict[int, Dict[int, Optional[float]]] = {}
-    current: Optional[int] = None
-    for line in text.splitlines():
-        m = _GPU_RE.match(line)
-        if m:
-            current = int(m.group(1))
-            gpus.setdefault(current, {})
-            continue
-        m = _LINK_RE.match(line)
-        if m and current is not None:
-            rate = _RATE_RE.match(m.group(2))
-            gpus[current][int(m.group(1))] = float(rate.group(1)) if rate else None
-    return gpus
+    from validators.parsers import PARSERS
+
+    parsed = PARSERS["nvlink"](text)
+    return {
+        int(gpu["index"]): {int(i): (rate or None) for i, rate in gpu["links"].items()}
+        for gpu in parsed.get("gpus") or []
+    }
 
 
 class NvLink(Check):
@@ -195,3 +184,90 @@ def efa_device_names(parsed: Dict[str, Any]) -> List[str]:
         if isinstance(entry, dict) and entry.get("domain"):
             names.add(re.sub(r"-(rdm|dgrm)$", "", str(entry["domain"])))
     return sorted(names)
+
+
+class InfinibandPorts(Check):
+    id = "infiniband-ports"
+    group = "preflight"
+    profiles = ALL
+    needs = ("infiniband",)
+    measures = (
+        "ibstat (else ibstatus): every InfiniBand port NODE.json infiniband expects is Active / LinkUp "
+        "at infiniband.rate_gbps or faster, on the expected link layer"
+    )
+
+    def applies(self, config) -> Optional[str]:
+        if not (config.ib_ports or config.ib_port_count):
+            return (
+                f"not applicable: NODE.json expects no InfiniBand port on {config.instance_type} "
+                "(infiniband.ports and infiniband.count unset)"
+            )
+        return None
+
+    def run(self, ctx: Context) -> CheckResult:
+        from validators.parsers import PARSERS
+
+        out = Outcome(self.id)
+        cfg = ctx.config
+        want = len(cfg.ib_ports) or cfg.ib_port_count
+        out.limit("infiniband.count", want, "ports")
+        if cfg.ib_rate_gbps:
+            out.limit("infiniband.rate_gbps", cfg.ib_rate_gbps, "Gb/s")
+        parsed: Dict[str, Any] = {}
+        failures = []
+        for tool in (
+            "ibstat",
+            "ibstatus",
+        ):  # ibstatus (a script over sysfs) where ibstat is missing or reads nothing
+            out.command([tool])
+            rc, stdout, stderr = ctx.run([tool])
+            parsed = PARSERS[tool](stdout + "\n" + stderr)
+            if parsed.get("ports"):
+                break
+            failures.append(
+                describe_failure([tool], rc, stdout, stderr) if rc else f"{tool}: {parsed['error']}"
+            )
+        ports: List[Dict[str, Any]] = list(parsed.get("ports") or [])
+        if not ports:
+            out.fail("; ".join(failures))
+            return out.finish("")
+        out.evidence(*[_port_line(p) for p in ports][:32], *list(parsed.get("errors") or [])[:4])
+        by_name = {f"{p['device']}:{p['port']}": p for p in ports}
+        expected = [name if ":" in name else f"{name}:1" for name in cfg.ib_ports]
+        missing = [name for name in expected if name not in by_name]
+        considered = [by_name[name] for name in expected if name in by_name] if expected else ports
+        bad = [
+            f"{p['device']}:{p['port']} {why}" for p in considered for why in [_port_problem(p, cfg)] if why
+        ]
+        good = len(considered) - len(bad)
+        out.metric("ports_up", good, "ports")
+        if missing:
+            gone = "; ".join(parsed.get("errors") or [])[:160]
+            out.fail(f"InfiniBand port(s) {', '.join(missing)} not listed" + (f" ({gone})" if gone else ""))
+        for line in bad:
+            out.fail(f"InfiniBand port {line}")
+        if not expected and good < want:
+            out.fail(f"{good} InfiniBand port(s) Active/LinkUp at the expected rate, expected {want}")
+        rate = f" at {cfg.ib_rate_gbps:g} Gb/s" if cfg.ib_rate_gbps else ""
+        return out.finish(f"{good} InfiniBand port(s) Active / LinkUp{rate}")
+
+
+def _port_line(port: Dict[str, Any]) -> str:
+    rate = port.get("rate_gbps")
+    return (
+        f"{port['device']}:{port['port']}: {port.get('state')} / {port.get('physical_state')}, "
+        f"{'?' if rate is None else f'{rate:g}'} Gb/s, {port.get('link_layer')}"
+    )
+
+
+def _port_problem(port: Dict[str, Any], cfg) -> str:
+    """Why a port is not fit (empty when it is): state, physical state, rate, link layer."""
+    if port.get("state") != "Active" or port.get("physical_state") != "LinkUp":
+        return f"is {port.get('state')} / {port.get('physical_state')}, expected Active / LinkUp"
+    rate = port.get("rate_gbps")
+    if cfg.ib_rate_gbps and (rate is None or rate < cfg.ib_rate_gbps):
+        return f"runs at {rate if rate is not None else '?'} Gb/s, expected {cfg.ib_rate_gbps:g} (a degraded link)"
+    layer = port.get("link_layer")
+    if cfg.ib_link_layer and layer and layer.lower() != cfg.ib_link_layer.lower():
+        return f"link layer is {layer}, expected {cfg.ib_link_layer}"
+    return ""
