@@ -144,6 +144,9 @@ class FsxLustre(_Strict):
     per_unit_storage_throughput: int | None = Field(None, description="MB/s per TiB (PERSISTENT only)")
     mount_point: str = "/fsx"
     import_path: str | None = Field(None, pattern=r"^s3://", description="Optional S3 data repository")
+    backup_on_destroy: bool = Field(
+        True, description="`invoke down` backs the file system up before destroying it (PERSISTENT types)"
+    )
 
 
 class CheckpointBucket(_Strict):

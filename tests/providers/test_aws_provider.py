@@ -45,6 +45,13 @@ class FakeDriver:
         ]
 
 
+class PassThroughTeardown:
+    """The data steps are tested in test_aws_teardown.py; here only the destroy goes through."""
+
+    def run(self, spec, outputs, destroy):
+        return destroy()
+
+
 def _provider() -> tuple[AwsStackProvider, Any]:
     spec, _ = load_spec(stack_path("dev"))
     made: list[FakeDriver] = []
@@ -53,7 +60,8 @@ def _provider() -> tuple[AwsStackProvider, Any]:
         made.append(FakeDriver(stack))
         return made[-1]
 
-    return AwsStackProvider(spec, driver=factory), (spec, made)
+    provider = AwsStackProvider(spec, driver=factory, teardown=lambda spec: PassThroughTeardown())  # type: ignore[arg-type,return-value]
+    return provider, (spec, made)
 
 
 def test_get_provider_picks_the_aws_provider():

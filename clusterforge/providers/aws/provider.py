@@ -3,10 +3,12 @@ provisioning with the Pulumi program through the Automation API, nodes from the 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from clusterforge.providers.aws.automation import INSTANCE_TYPE, StackDriver
 from clusterforge.providers.aws.inventory import nodes_from_outputs
+from clusterforge.providers.aws.teardown import Teardown, data_at_risk, make_teardown_clients
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, Progress, no_progress
 from clusterforge.spec.models import AwsProvider, ClusterSpec
 
@@ -22,11 +24,27 @@ KINDS = {
 }
 
 
+def _typed_answer(prompt: str) -> str:
+    """What a person types; "" where nobody can (no terminal): the safe answer keeps the data."""
+    return input(prompt) if sys.stdin.isatty() else ""
+
+
+def _teardown(spec: ClusterSpec) -> Teardown:
+    region = spec.provider.region if isinstance(spec.provider, AwsProvider) else ""
+    return Teardown(make_teardown_clients(region), ask=_typed_answer, say=print)
+
+
 class AwsStackProvider:
-    def __init__(self, spec: ClusterSpec, driver: Callable[[str], StackDriver] = StackDriver) -> None:
+    def __init__(
+        self,
+        spec: ClusterSpec,
+        driver: Callable[[str], StackDriver] = StackDriver,
+        teardown: Callable[[ClusterSpec], Teardown] = _teardown,
+    ) -> None:
         if not isinstance(spec.provider, AwsProvider):
             raise ValueError(f"stack {spec.stack!r}: provider.kind is {spec.provider.kind!r}, not 'aws'")
         self._driver_factory = driver
+        self._teardown = teardown
         self._drivers: dict[str, StackDriver] = {}
 
     def _driver(self, spec: ClusterSpec) -> StackDriver:
@@ -64,9 +82,20 @@ class AwsStackProvider:
     def nodes(self, spec: ClusterSpec) -> list[Node]:
         return nodes_from_outputs(spec, self._driver(spec).outputs())
 
+    def data_at_risk(self, spec: ClusterSpec) -> list[str]:
+        """The data a destroy would lose (file system, bucket contents), one line each."""
+        teardown = self._teardown(spec)
+        return [r.render() for r in data_at_risk(self._driver(spec).outputs(), teardown.clients)]
+
     def destroy(self, spec: ClusterSpec) -> DestroySummary:
-        """Destroy the stack. The caller (``invoke down``) has already had the stack name typed."""
-        gone = self._driver(spec).destroy(confirm=lambda prompt: spec.stack)
+        """Destroy the stack. The caller (``invoke down``) has already had the stack name typed;
+        the data goes through ``teardown``: a final FSx backup first, the bucket only on a typed
+        answer (see ``clusterforge.providers.aws.teardown``)."""
+        driver = self._driver(spec)
+        outputs = driver.outputs()
+        gone = self._teardown(spec).run(
+            spec, outputs, lambda: driver.destroy(confirm=lambda prompt: spec.stack)
+        )
         other: dict[str, list[str]] = {}
         for type_, name in gone:
             other.setdefault(KINDS.get(type_, "other resource"), []).append(name)
