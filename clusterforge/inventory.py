@@ -10,7 +10,7 @@ written atomically, and rendering is pure so it is tested without any node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,6 @@ def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:
         "dcgm_cuda_major": sw.cuda.split(".")[0] if sw.dcgm else None,
         "container_runtime_toolkit_version": sw.nvidia_container_toolkit,
         "container_runtime_enroot_version": sw.enroot,
-        "container_runtime_pyxis_version": sw.pyxis,
     }
     out.update({k: v for k, v in optional.items() if v})
     return out
@@ -190,13 +189,22 @@ def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalo
     return out
 
 
-def storage_vars(spec: ClusterSpec) -> dict[str, Any]:
+def storage_vars(spec: ClusterSpec, outputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """shared_storage's API; an FSx file system's DNS and mount names come from the stack outputs
+    (``outputs["fsx"]``, as ``stacks/components/cluster.export_cluster`` writes them)."""
     st = spec.storage
     out: dict[str, Any] = {}
     if st.shared_volume is not None:
         out.update(shared_storage_kind="volume", shared_storage_mount_point=st.shared_volume.mount_point)
     elif st.fsx_lustre is not None:
-        out.update(shared_storage_kind="fsx_lustre", shared_storage_mount_point=st.fsx_lustre.mount_point)
+        fsx = (outputs or {}).get("fsx") or {}
+        out.update(
+            shared_storage_kind="fsx_lustre",
+            shared_storage_mount_point=st.fsx_lustre.mount_point,
+            # Empty before the file system exists: the role's preflight says which output is missing.
+            shared_storage_fsx_dns_name=str(fsx.get("dns_name") or ""),
+            shared_storage_fsx_mount_name=str(fsx.get("mount_name") or ""),
+        )
     elif st.nfs is not None:
         out.update(
             shared_storage_kind="nfs",
@@ -207,9 +215,28 @@ def storage_vars(spec: ClusterSpec) -> dict[str, Any]:
     return out
 
 
+def monitoring_vars(spec: ClusterSpec) -> dict[str, Any]:
+    """dcgm-exporter's own version (the role installs it only on hosts with GPUs); without one in
+    the spec it is switched off, which the role reports as skipped."""
+    if spec.software.dcgm_exporter:
+        return {"monitoring_dcgm_exporter_version": spec.software.dcgm_exporter}
+    return {"monitoring_dcgm_exporter_enabled": False}
+
+
+def pyxis_vars(spec: ClusterSpec) -> dict[str, Any]:
+    """The pyxis SPANK plugin, built on every Slurm host against the installed Slurm's headers."""
+    return {"pyxis_version": spec.software.pyxis} if spec.software.pyxis else {}
+
+
 def render_inventory(
-    spec: ClusterSpec, nodes: Sequence[Node], munge_key_file: Path, catalog: HardwareCatalog | None = None
+    spec: ClusterSpec,
+    nodes: Sequence[Node],
+    munge_key_file: Path,
+    catalog: HardwareCatalog | None = None,
+    outputs: Mapping[str, Any] | None = None,
 ) -> Inventory:
+    """``outputs``: the provider's stack outputs where it has them (aws), for what only exists once
+    provisioned (the FSx file system's names)."""
     hw = catalog or load_hardware()
     unknown = sorted({n.instance_type for n in nodes if n.instance_type not in hw})
     if unknown:
@@ -220,7 +247,9 @@ def render_inventory(
         "software": software_vars(
             spec, spec.provider.kind == "local" and all(hw[n.instance_type].container for n in nodes)
         ),
-        "shared_storage": storage_vars(spec),
+        "shared_storage": storage_vars(spec, outputs),
+        "monitoring": monitoring_vars(spec),
+        "pyxis": pyxis_vars(spec),
         "validators_runtime": validators_vars(spec, nodes, hw),
     }
     return Inventory(hosts=render_hosts(nodes, hw), group_vars=group_vars)

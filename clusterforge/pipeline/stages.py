@@ -50,7 +50,10 @@ class ProvisionStage(BaseStage):
             if not ctx.journal.is_done(name, "provisioned"):
                 ctx.journal.mark_done(name, "provisioned")
             results[name] = StageResult(True)
-        inv = render_inventory(ctx.spec, list(ctx.nodes.values()), ctx.paths.munge_key)
+        # Providers with stack outputs (aws) hand over what the inventory needs beside the nodes.
+        stack_outputs = getattr(ctx.provider, "stack_outputs", None)
+        outputs = stack_outputs(ctx.spec) if callable(stack_outputs) else None
+        inv = render_inventory(ctx.spec, list(ctx.nodes.values()), ctx.paths.munge_key, outputs=outputs)
         write_inventory(inv, ctx.paths.inventory)
         return results
 

@@ -86,6 +86,27 @@ def test_gpu_nodes_get_gres() -> None:
     assert "ansible_remote_tmp" not in inv.hosts["all"]["children"]["gpu_nodes"]["hosts"]["gpu-001"]
 
 
+def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> None:
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    nodes = [Node("gpu-001", "10.0.0.5", "gpu", "gpu", "p5.48xlarge", {"ansible_connection": "ssh"})]
+    fsx = {"dns_name": "fs-0a.fsx.us-east-1.amazonaws.com", "mount_name": "abcdefgh", "mount_point": "/fsx"}
+    inv = render_inventory(spec, nodes, Path("/x/munge.key"), outputs={"fsx": fsx})
+    assert inv.group_vars["shared_storage"] == {
+        "shared_storage_kind": "fsx_lustre",
+        "shared_storage_mount_point": "/fsx",
+        "shared_storage_fsx_dns_name": "fs-0a.fsx.us-east-1.amazonaws.com",
+        "shared_storage_fsx_mount_name": "abcdefgh",
+    }
+    # dcgm-exporter's own version (not DCGM's), and pyxis for every Slurm host.
+    assert inv.group_vars["monitoring"] == {"monitoring_dcgm_exporter_version": spec.software.dcgm_exporter}
+    assert inv.group_vars["pyxis"] == {"pyxis_version": spec.software.pyxis}
+    # No dcgm_exporter in the spec: switched off (the role says it skipped), never left unpinned.
+    local, _ = load_spec(STACKS / "local.yaml")
+    assert render_inventory(local, local_nodes(1), Path("/x/k")).group_vars["monitoring"] == {
+        "monitoring_dcgm_exporter_enabled": False
+    }
+
+
 def test_unknown_instance_type_is_refused(tmp_path: Path) -> None:
     spec, _ = load_spec(STACKS / "local.yaml")
     bad = [Node("node-001", "10.0.0.1", "node", "gpu", "z1.nano", {})]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from clusterforge.providers.aws.automation import INSTANCE_TYPE, StackDriver
 from clusterforge.providers.aws.inventory import nodes_from_outputs
@@ -46,6 +47,7 @@ class AwsStackProvider:
         self._driver_factory = driver
         self._teardown = teardown
         self._drivers: dict[str, StackDriver] = {}
+        self._outputs: dict[str, dict[str, Any]] = {}
 
     def _driver(self, spec: ClusterSpec) -> StackDriver:
         if spec.stack not in self._drivers:
@@ -77,10 +79,18 @@ class AwsStackProvider:
         driver = self._driver(spec)
         driver.on_output = lambda line: progress(spec.stack, line.rstrip())
         outputs = driver.up()
+        self._outputs[spec.stack] = dict(outputs)
         return nodes_from_outputs(spec, outputs)
 
     def nodes(self, spec: ClusterSpec) -> list[Node]:
-        return nodes_from_outputs(spec, self._driver(spec).outputs())
+        self._outputs[spec.stack] = dict(self._driver(spec).outputs())
+        return nodes_from_outputs(spec, self._outputs[spec.stack])
+
+    def stack_outputs(self, spec: ClusterSpec) -> dict[str, Any]:
+        """The stack outputs (FSx names, bucket, ...) the inventory renders beside the node list."""
+        if spec.stack not in self._outputs:
+            self._outputs[spec.stack] = dict(self._driver(spec).outputs())
+        return self._outputs[spec.stack]
 
     def data_at_risk(self, spec: ClusterSpec) -> list[str]:
         """The data a destroy would lose (file system, bucket contents), one line each."""
@@ -96,6 +106,7 @@ class AwsStackProvider:
         gone = self._teardown(spec).run(
             spec, outputs, lambda: driver.destroy(confirm=lambda prompt: spec.stack)
         )
+        self._outputs.pop(spec.stack, None)
         other: dict[str, list[str]] = {}
         for type_, name in gone:
             other.setdefault(KINDS.get(type_, "other resource"), []).append(name)
