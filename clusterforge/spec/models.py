@@ -204,6 +204,10 @@ class Software(_Strict):
     aws_ofi_nccl: Version | None = None
     fabric_manager: Version | None = Field(None, description="Must equal driver.version on NVSwitch types")
     dcgm: Version | None = None
+    dcgm_exporter: Version | None = Field(
+        None,
+        description="dcgm-exporter's own version, not DCGM's, e.g. 4.1.3 (released paired with DCGM 4.2.3)",
+    )
     nvidia_container_toolkit: Version | None = None
     enroot: Version | None = None
     pyxis: Version | None = None
