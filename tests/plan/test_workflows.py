@@ -128,11 +128,25 @@ def tree(tmp_path: Path) -> tuple[Path, str]:
     return root, base
 
 
-def run_line(line: str, root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def cheap_steps() -> list[tuple[str, str]]:
+    """(workflow: step name, run script) of the steps whose invoke commands are all cheap here:
+    spec.check, and plan against a git revision (not lint, test, certify or upgrade)."""
+    out = []
+    for wf, _, step in steps():
+        lines = [x.strip() for x in str(step.get("run", "")).splitlines() if x.strip().startswith(INVOKE)]
+        if lines and all(
+            task_of(x) == "spec.check" or (task_of(x) == "plan" and "--base" in x) for x in lines
+        ):
+            out.append((f"{wf}: {step.get('name', '')}", str(step["run"])))
+    return out
+
+
+def run_step(script: str, root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """As GitHub runs a `run:` block on Linux: bash -e, in the checkout."""
     full = {k: v for k, v in os.environ.items() if k != "CLUSTERFORGE_DEBUG"}
     full.update(env)
     return subprocess.run(
-        ["bash", "-e", "-c", line],
+        ["bash", "-e", "-c", script],
         cwd=root,
         env=full,
         capture_output=True,
@@ -142,45 +156,45 @@ def run_line(line: str, root: Path, env: dict[str, str]) -> subprocess.Completed
     )
 
 
-def test_the_cheap_steps_run_on_a_spec_change(tree: tuple[Path, str], tmp_path: Path) -> None:
-    root, base = tree
-    summary = tmp_path / "summary.md"
-    env = {
+def step_env(tmp_path: Path, base: str) -> dict[str, str]:
+    return {
         "STACK": "wftest",
-        "BASE_SHA": base,
-        "GITHUB_STEP_SUMMARY": str(summary),
+        "BASE_SHA": base,  # cluster-change.yml: the pull request's base
+        "BEFORE_SHA": base,  # apply.yml: the commit before the push
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "GITHUB_OUTPUT": str(tmp_path / "output.txt"),
         "CLUSTERFORGE_STATE_DIR": str(tmp_path / "state"),
     }
-    # plan against the pull request's base (apply.yml's plan reads a journal this copy has not got).
-    cheap = [
-        line
-        for line in invoke_lines()
-        if task_of(line) == "spec.check" or (task_of(line) == "plan" and "--base" in line)
-    ]
-    assert any(task_of(line) == "plan" for line in cheap) and any(
-        task_of(line) == "spec.check" for line in cheap
-    )
-    for line in cheap:
-        # The step's own `out="$GITHUB_STEP_SUMMARY"` line runs before it in the workflow.
-        proc = run_line(f'out="$GITHUB_STEP_SUMMARY"; {line}', root, env)
-        assert proc.returncode == 0, f"{line}\n{proc.stdout}\n{proc.stderr}"
-        if task_of(line) == "spec.check":
-            assert "ok: stack" in proc.stdout and "::error" not in proc.stdout
-    text = summary.read_text()
+
+
+def test_the_cheap_steps_run_on_a_spec_change(tree: tuple[Path, str], tmp_path: Path) -> None:
+    root, base = tree
+    found = cheap_steps()
+    names = " ".join(name for name, _ in found)
+    assert "Spec checks" in names and names.count("Plan") == 2, names
+    for name, script in found:
+        proc = run_step(script, root, step_env(tmp_path, base))
+        assert proc.returncode == 0, f"{name}\n{proc.stdout}\n{proc.stderr}"
+        if "spec.check" in script:
+            assert proc.stdout.count("ok: stack") == 3 and "::error" not in proc.stdout
+    text = (tmp_path / "summary.md").read_text()
     assert text.startswith("### clusterforge plan: stack `wftest`")
+    assert text.count("### clusterforge plan") == 2  # cluster-change.yml's and apply.yml's plan steps
     assert "| `node-001` | node | keep | slurm |  | yes |" in text
     assert "slurm_version 22.05.8 -> 22.05.9" in text
+    assert (tmp_path / "output.txt").read_text() == "pending=true\n"  # apply.yml then runs the upgrade
 
 
-def test_the_plan_step_fails_the_job_on_a_bad_spec(tree: tuple[Path, str], tmp_path: Path) -> None:
+def test_the_plan_steps_fail_the_job_on_a_bad_spec(tree: tuple[Path, str], tmp_path: Path) -> None:
     root, base = tree
     spec = root / "stacks" / "wftest.yaml"
     spec.write_text(spec.read_text().replace("count: 4", "count: -4", 1))
-    line = next(line for line in invoke_lines() if task_of(line) == "plan" and "--base" in line)
-    env = {"STACK": "wftest", "BASE_SHA": base, "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md"),
-           "CLUSTERFORGE_STATE_DIR": str(tmp_path / "state")}  # fmt: skip
-    proc = run_line(f'out="$GITHUB_STEP_SUMMARY"; {line}', root, env)
-    assert proc.returncode == 1 and "stacks/wftest.yaml" in proc.stderr + proc.stdout
+    plans = [(name, script) for name, script in cheap_steps() if "plan" in script]
+    assert len(plans) == 2
+    for name, script in plans:
+        proc = run_step(script, root, step_env(tmp_path, base))
+        assert proc.returncode == 1, name
+        assert "stacks/wftest.yaml" in proc.stderr + proc.stdout
 
 
 def test_lint_runs_actionlint_and_zizmor_offline_over_the_workflows() -> None:
