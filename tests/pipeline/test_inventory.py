@@ -84,6 +84,10 @@ def test_gpu_nodes_get_gres() -> None:
     p5 = load_hardware()["p5.48xlarge"]
     assert entry["real_memory_mb"] == int(p5.memory_mib * 0.95) < p5.memory_mib
     assert "ansible_remote_tmp" not in inv.hosts["all"]["children"]["gpu_nodes"]["hosts"]["gpu-001"]
+    # No unattended upgrades where a driver module is loaded; the CPU head keeps the distribution's.
+    children = inv.hosts["all"]["children"]
+    assert children["gpu_nodes"]["hosts"]["gpu-001"]["common_unattended_upgrades"] is False
+    assert children["slurm_controller"]["hosts"]["head-001"]["common_unattended_upgrades"] is True
 
 
 def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> None:

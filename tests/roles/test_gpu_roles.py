@@ -252,6 +252,17 @@ def test_driver_version_missing_from_the_archive_is_named(converged: Converged) 
     assert converged.installed(DISTRO_NODE, "nvidia-smi").startswith(DISTRO_DRIVER + "-")
 
 
+def test_nccl_build_missing_for_the_cuda_minor_is_named(converged: Converged) -> None:
+    # NCCL 2.26.2 exists for CUDA 12.8 only here: a spec with CUDA 12.4 would pin a build that does
+    # not exist. The role stops before installing and names the builds that do.
+    wrong = converged.play("nccl-cuda", limit=CUDA_NODE, extravars={"nccl_cuda_version": "12.4.1"})
+    assert wrong.rc != 0
+    message = " ".join(wrong.failures.get(CUDA_NODE, []))
+    assert "libnccl2=2.26.2-1+cuda12.4 is not offered" in message, wrong.explain()
+    assert "NCCL 2.26.2 is offered as: 2.26.2-1+cuda12.8" in message
+    assert not wrong.changed_tasks.get(CUDA_NODE), wrong.changed_tasks
+
+
 def test_repo_is_signed_and_indexed(converged: Converged) -> None:
     root = converged.repo.root / converged.repo.repo_path
     packages = (root / "Packages").read_text()
