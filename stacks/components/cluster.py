@@ -174,7 +174,6 @@ def build_cluster(spec: ClusterSpec, recorded_ami: str | None = None) -> Cluster
             stack=stack,
             region=provider.region,
             bucket_arn=storage.bucket_arn,
-            transfer_bucket_arn=storage.transfer_bucket_arn,
             tags=tags,
         ),
     )

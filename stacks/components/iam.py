@@ -1,5 +1,8 @@
-"""The node instance role: SSM core access (Session Manager, Run Command), the checkpoint bucket
-and the SSM transfer bucket, nothing else. Nodes never get account-wide S3 or EC2 rights."""
+"""The node instance role: SSM core access (Session Manager, Run Command) and the checkpoint
+bucket, nothing else. Nodes never get account-wide S3 or EC2 rights. The SSM transfer bucket
+needs no node rights: the aws_ssm connection hands the node presigned URLs signed by the
+workstation's credentials (amazon.aws plugin_utils/ssm/s3clientmanager.py, generate_presigned_url
+for get_object/put_object)."""
 
 from __future__ import annotations
 
@@ -76,36 +79,11 @@ def assume_ec2(region: str) -> str:
     )
 
 
-def transfer_policy_document(bucket_arn: str) -> str:
-    """What the aws_ssm connection does on the node side: fetch and put the copied files."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "ListTransferBucket",
-                    "Effect": "Allow",
-                    "Action": ["s3:ListBucket"],
-                    "Resource": bucket_arn,
-                },
-                {
-                    "Sid": "TransferObjects",
-                    "Effect": "Allow",
-                    "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                    "Resource": f"{bucket_arn}/*",
-                },
-            ],
-        },
-        sort_keys=True,
-    )
-
-
 @dataclass(frozen=True)
 class NodeIamArgs:
     stack: str
     region: str
     bucket_arn: pulumi.Input[str] | None
-    transfer_bucket_arn: pulumi.Input[str] | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -135,13 +113,6 @@ class NodeIam(pulumi.ComponentResource):
                 f"{stack}-node-checkpoints",
                 role=role.id,
                 policy=pulumi.Output.from_input(args.bucket_arn).apply(bucket_policy_document),
-                opts=child,
-            )
-        if args.transfer_bucket_arn is not None:
-            aws.iam.RolePolicy(
-                f"{stack}-node-ssm-transfer",
-                role=role.id,
-                policy=pulumi.Output.from_input(args.transfer_bucket_arn).apply(transfer_policy_document),
                 opts=child,
             )
         profile = aws.iam.InstanceProfile(
