@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from clusterforge.journal import Journal, now_iso
 from clusterforge.plan.inputs import INPUTS_VERSION, NodeInputs, digest, stack_inputs
 from clusterforge.spec.loader import REPO_ROOT
@@ -28,12 +30,19 @@ def applied_record(spec: ClusterSpec, node: NodeInputs) -> dict[str, Any]:
 
 def record_converged(
     journal: Journal, spec: ClusterSpec, names: Iterable[str], root: Path = REPO_ROOT
-) -> None:
-    """Journal what ``names`` (nodes that just converged) were given by this tree and spec."""
+) -> str:
+    """Journal what ``names`` (nodes that just converged) were given by this tree and spec.
+
+    Returns "" or why nothing was recorded: a converge that worked is never failed for its record
+    (the next `invoke plan` then says no applied state is recorded and offers --base)."""
     names = list(names)
     if not names:
-        return
-    inputs = stack_inputs(spec, root, "applied")
+        return ""
+    try:
+        inputs = stack_inputs(spec, root, "applied")
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        return f"applied state not recorded: {type(exc).__name__}: {exc}"
     for name in names:
         if name in inputs.nodes:
             journal.record_applied(name, applied_record(spec, inputs.nodes[name]))
+    return ""

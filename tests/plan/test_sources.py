@@ -180,3 +180,12 @@ def test_markdown_escapes_pipes_and_lists_notes(repo: Path) -> None:
     assert "a|b" in text and "> note: x \\| y" in text
     assert to_json(noted)["notes"] == ["x | y"]
     assert isinstance(LiveState().up, bool)
+
+
+def test_a_record_that_cannot_be_made_never_fails_the_converge(tmp_path: Path, repo: Path) -> None:
+    spec, _ = load_spec(repo / "stacks" / "local.yaml")
+    (repo / "playbooks" / "site.yml").write_text("- hosts: [unclosed\n")
+    journal = Journal("local", tmp_path / "state")
+    why = record_converged(journal, spec, ["node-001"], root=repo)
+    assert why.startswith("applied state not recorded: ")
+    assert journal.record("node-001").applied == {}
