@@ -222,7 +222,7 @@ CASES = [
     (
         "efa-without-aws-ofi-nccl",
         "prod",
-        [("  aws_ofi_nccl: 1.14.0\n", "")],
+        [("  aws_ofi_nccl: 1.14.2\n", "")],
         "",
         "efa-software",
         "error",
@@ -252,7 +252,7 @@ CASES = [
     (
         "aws-ofi-nccl-below-p5-floor",
         "prod",
-        [("aws_ofi_nccl: 1.14.0", "aws_ofi_nccl: 1.7.1")],
+        [("aws_ofi_nccl: 1.14.2", "aws_ofi_nccl: 1.7.1")],
         "",
         "instance-software-floors",
         "error",
@@ -268,8 +268,8 @@ CASES = [
         "instance-software-floors",
         "error",
         "software.aws_ofi_nccl",
-        "aws_ofi_nccl: 1.14.0",
-        ["aws_ofi_nccl 1.14.0 is below the p6-b200.48xlarge minimum 1.15.0", "pool 'gpu'"],
+        "aws_ofi_nccl: 1.14.2",
+        ["aws_ofi_nccl 1.14.2 is below the p6-b200.48xlarge minimum 1.15.0", "pool 'gpu'"],
     ),
     (
         "nccl-older-than-aws-ofi-nccl-supports",
@@ -281,7 +281,7 @@ CASES = [
         "software.nccl",
         "nccl: 2.16.5",
         [
-            "aws_ofi_nccl 1.14.0 supports NCCL 2.17.1 and later",
+            "aws_ofi_nccl 1.14.2 supports NCCL 2.17.1 and later",
             "nccl 2.16.5 is older",
             "pick an older aws_ofi_nccl",
         ],
