@@ -203,8 +203,8 @@ def test_threshold_keys() -> None:
     assert p5.values() == {
         "nccl.all_reduce.1node.busbw_gbps": 400.0,
         "nccl.all_reduce.1node.message_bytes": float(8 << 30),
-        "nccl.all_reduce.2node.busbw_gbps": 350.0,
-        "nccl.all_reduce.2node.message_bytes": float(1 << 30),
+        "nccl.all_reduce.2node.busbw_gbps": 390.0,  # judged at the 16 GiB plateau, not at 1 GiB
+        "nccl.all_reduce.2node.message_bytes": float(16 << 30),
         "matmul.tflops_min": 640.0,
     }
     merged = p5.with_overrides({"matmul.tflops_min": 600.0, "not.a.key": 1.0})
