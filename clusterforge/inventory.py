@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from clusterforge.catalog import load_hardware
+from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog
 from clusterforge.journal import write_atomic
 from clusterforge.providers.base import Node
@@ -142,6 +142,14 @@ def slurm_vars(
     return out
 
 
+def dcgm_cuda_major(driver: str, cuda: str) -> str:
+    """DCGM's datacenter-gpu-manager-4-cuda<N> follows the CUDA major of the DRIVER (DCGM's install
+    guide reads it from nvidia-smi's "CUDA Version"), not the toolkit's: a 580 driver with a CUDA
+    12.8 toolkit needs -cuda13. Unknown driver: the toolkit's major."""
+    found = load_compat().driver_cuda_major(driver)
+    return str(found if found is not None else cuda.split(".")[0])
+
+
 def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:
     """The GPU software roles' API (INTERFACES.md "Role variables (gpu roles)"); versions are upstream
     strings, the roles add package revisions. ``containers``: every node is a local container."""
@@ -170,7 +178,7 @@ def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:
         "efa_installer_version": sw.efa_installer,
         "efa_aws_ofi_nccl_version": sw.aws_ofi_nccl,
         "dcgm_version": sw.dcgm,
-        "dcgm_cuda_major": sw.cuda.split(".")[0] if sw.dcgm else None,
+        "dcgm_cuda_major": dcgm_cuda_major(sw.driver.version, sw.cuda) if sw.dcgm else None,
         "container_runtime_toolkit_version": sw.nvidia_container_toolkit,
         "container_runtime_enroot_version": sw.enroot,
     }

@@ -264,6 +264,12 @@ class CompatMatrix(_Data):
         rows = [r for r in rows if vtuple(r.cuda)[2] <= want[2]]
         return max(rows, key=lambda r: vtuple(r.cuda)) if rows else None
 
+    def driver_cuda_major(self, driver: str) -> int | None:
+        """The CUDA major a driver supports (what its nvidia-smi reports as "CUDA Version"): the
+        newest toolkit release whose minimum driver it meets. None below every row."""
+        rows = [r for r in self.cuda_releases if at_least(driver, r.min_driver)]
+        return major(max(rows, key=lambda r: vtuple(r.cuda)).cuda) if rows else None
+
     def cuda_minor_versions(self) -> list[str]:
         return sorted({major_minor(r.cuda) for r in self.cuda_releases}, key=vtuple)
 

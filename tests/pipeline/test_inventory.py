@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from clusterforge.catalog import load_hardware
-from clusterforge.inventory import CONTAINER_REMOTE_TMP, render_inventory, write_inventory
+from clusterforge.inventory import CONTAINER_REMOTE_TMP, dcgm_cuda_major, render_inventory, write_inventory
 from clusterforge.providers.base import Node
 from clusterforge.spec.loader import load_spec
 
@@ -109,6 +109,18 @@ def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> Non
     assert render_inventory(local, local_nodes(1), Path("/x/k")).group_vars["monitoring"] == {
         "monitoring_dcgm_exporter_enabled": False
     }
+
+
+@pytest.mark.parametrize(
+    ("driver", "cuda", "major"),
+    [
+        ("570.133.20", "12.8.1", "12"),  # prod: 570 reports CUDA 12.8
+        ("580.95.05", "12.8.1", "13"),  # a 580 driver reports CUDA 13.x whatever the toolkit
+        ("535.261.03", "11.8.89", "12"),  # Debian's 535 with its 11.8 toolkit: the driver says 12.2
+    ],
+)
+def test_dcgm_cuda_suffix_follows_the_driver(driver: str, cuda: str, major: str) -> None:
+    assert dcgm_cuda_major(driver, cuda) == major
 
 
 def test_unknown_instance_type_is_refused(tmp_path: Path) -> None:
