@@ -167,6 +167,9 @@ def _down(cluster: ClusterSpec, yes: bool) -> None:
         f"stack {cluster.stack!r}: {len(existing)} node(s) ({', '.join(n.name for n in existing) or 'none'})"
     )
     what += " and the stack's network and volumes"
+    at_risk = getattr(provider, "data_at_risk", None)  # aws: the file system and bucket contents
+    if at_risk is not None:
+        what += "".join(f"; data: {line}" for line in at_risk(cluster))
     if not yes:
         if not sys.stdin.isatty():
             raise Exit(f"refusing to destroy {what} without a terminal to confirm: add --yes", code=2)

@@ -38,3 +38,32 @@ def test_preview_refuses_a_local_stack():
     with pytest.raises(Exit) as err:
         aws_tasks.preview(Context(), stack="local", skip_preflight=True)
     assert err.value.code == 2 and "'local'" in str(err.value.message)
+
+
+class DataProvider:
+    """An AWS provider at the task's seam: nodes, data at risk, destroy."""
+
+    def __init__(self) -> None:
+        self.destroyed = False
+
+    def nodes(self, spec):
+        return []
+
+    def data_at_risk(self, spec) -> list[str]:
+        return ["file system fs-0123456789abcdef0: FSx for Lustre PERSISTENT_2, 48000 GiB, mounted at /fsx"]
+
+    def destroy(self, spec):
+        self.destroyed = True
+
+
+def test_down_names_the_data_at_risk_before_asking(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from clusterforge.tasks import cluster
+
+    monkeypatch.setenv("CLUSTERFORGE_STATE_DIR", str(tmp_path))
+    provider = DataProvider()
+    monkeypatch.setattr("clusterforge.providers.get_provider", lambda _spec: provider)
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
+    with pytest.raises(Exit) as err:
+        cluster.down(Context(), stack="prod")
+    assert "data: file system fs-0123456789abcdef0: FSx for Lustre PERSISTENT_2" in str(err.value.message)
+    assert not provider.destroyed
