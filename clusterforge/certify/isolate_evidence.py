@@ -68,8 +68,23 @@ def references(
     refs = {size: Reference(size, float(value), "baseline") for size, value in rules.baseline.items()}
     for size, values in figures.items():
         if size not in refs and len(values) >= rules.min_fleet_figures:
-            refs[size] = Reference(size, upper_median(values), f"fleet median of {len(values)}")
+            refs[size] = Reference(
+                size, fleet_reference(values, rules.fail_gap), f"fleet median of {len(values)}"
+            )
     return refs
+
+
+def fleet_reference(values: Sequence[float], fail_gap: float) -> float:
+    """The median, while most figures are healthy; else the median of the upper half.
+
+    Three quarters or more of the figures healthy (within `fail_gap` of the upper-half median): the
+    plain median is a healthy figure and keeps the pass band widest against noise. Otherwise (a small
+    fleet, or a round, with many faults) the plain median may be a faulty figure; the upper-half
+    median is still a healthy one.
+    """
+    upper = upper_median(values)
+    healthy = sum(1 for v in values if v >= upper * (1 - fail_gap))
+    return statistics.median(values) if 4 * healthy >= 3 * len(values) else upper
 
 
 def upper_median(values: Sequence[float]) -> float:
@@ -216,11 +231,18 @@ def _links_and_flaky(
             ev.verdicts[node] = NodeVerdict(node, "pass", _pass_reason(ev, node, rules))
             continue
         key, state = faults[0]
-        kind = "link-fault" if state == "link" else "flaky"
-        reason = _link_reason(ev, key, state, rules)
-        if len(faults) > 1:
-            reason = f"{reason} (+{len(faults) - 1} more)"
-        ev.verdicts[node] = NodeVerdict(node, kind, _one_line(reason))
+        if len(faults) == 1 and state == "disagree":
+            # One failure that did not repeat, with two good partners passed besides: noise or a
+            # transient on that path. The link is reported flaky; the node is not failed for it.
+            other = "+".join(sorted(key - {node}))
+            note = f"; one failure with {other} passed on retry (reported as a flaky link)"
+            ev.verdicts[node] = NodeVerdict(node, "pass", _pass_reason(ev, node, rules, note))
+        else:
+            kind = "link-fault" if state == "link" else "flaky"
+            reason = _link_reason(ev, key, state, rules)
+            if len(faults) > 1:
+                reason = f"{reason} (+{len(faults) - 1} more)"
+            ev.verdicts[node] = NodeVerdict(node, kind, _one_line(reason))
         for key, state in faults:
             if key not in seen:
                 seen.add(key)
@@ -264,14 +286,13 @@ def _fault_reason(ev: Evidence, confirmations: list[Result], dead: bool, rules: 
     )
 
 
-def _pass_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:
+def _pass_reason(ev: Evidence, node: str, rules: IsolationRules, note: str = "") -> str:
     passes = _distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])[:2]
     if not passes:
-        return _one_line(f"{rules.check}: known good")
+        return _one_line(f"{rules.check}: known good{note}")
     size = passes[0].group.size
-    return _one_line(
-        f"{rules.check}: {_with(passes, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
-    )
+    reference = ev.reference_text(size, rules.unit)
+    return _one_line(f"{rules.check}: {_with(passes, rules.unit)}, reference {reference}{note}")
 
 
 def _flaky_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from clusterforge.certify.isolate import IsolationRules, Planner, TestGroup
-from clusterforge.certify.isolate_evidence import REASON_MAX, upper_median
+from clusterforge.certify.isolate_evidence import REASON_MAX, fleet_reference, upper_median
 from clusterforge.certify.isolate_sim import Fleet, node_names, random_fleet, run_planner
 
 BASELINE = IsolationRules(baseline={2: 0.45})
@@ -149,9 +149,11 @@ def test_random_flaky_nodes_are_not_certified_once_seen_failing() -> None:
         planner = Planner(fleet.nodes)
         drive(planner, fleet.measure)
         result = planner.verdicts()
-        fails = {n for g, f in planner.records if f is not None and f < 0.3 for n in g.nodes}
-        for node in fleet.flaky & fails:
-            assert not result.node_verdicts[node].ok, (seed, result.node_verdicts[node])
+        fails = Counter(n for g, f in planner.records if f is not None and f < 0.3 for n in g.nodes)
+        for node in fleet.flaky:
+            # one failure that did not repeat is forgiven (noise does that too); two are not
+            if fails[node] >= 2:
+                assert not result.node_verdicts[node].ok, (seed, result.node_verdicts[node])
         # Bounded retries cannot always say which of two nodes is flaky (a flaky node failing twice
         # with one partner looks like a link fault): a healthy node fails only beside a flaky one.
         for node in set(result.failed()) - fleet.flaky:
@@ -213,6 +215,26 @@ def test_half_the_fleet_bad_is_found_with_a_stored_baseline() -> None:
     fleet = random_fleet(8, 4, 0, seed=840)
     result = run_planner(fleet, rules=BASELINE)
     assert kinds(result) == {n: "node-fault" for n in fleet.node_faults}
+
+
+def test_fleet_reference_is_the_median_unless_most_groups_fail() -> None:
+    mostly_healthy = [0.44, 0.45, 0.46, 0.45, 0.02]  # 4 of 5 healthy
+    assert fleet_reference(mostly_healthy, 0.15) == 0.45  # the plain median: widest band against noise
+    mostly_bad = [0.45, 0.46, 0.44, 0.03, 0.04]  # 3 of 5: the plain median would be 0.44, the upper one 0.45
+    assert fleet_reference(mostly_bad, 0.15) == upper_median(mostly_bad) == 0.45
+    assert fleet_reference([0.45, 0.46, 0.02, 0.03, 0.04], 0.15) == 0.45
+
+
+def test_one_failure_that_does_not_repeat_fails_nobody() -> None:
+    """A noisy dip between two healthy nodes (passes on retry): a flaky link is reported, both nodes pass."""
+    fleet = Fleet(node_names(32), noise=0.0, seed=6)
+    dips = {("node-0003", "node-0004")}
+    planner = Planner(fleet.nodes)
+    drive(planner, lambda g: 0.3 if g.nodes in dips and g.round == 1 else fleet.measure(g))
+    result = planner.verdicts()
+    assert result.failed() == []
+    assert [(v.nodes, v.kind) for v in result.link_verdicts] == [(("node-0003", "node-0004"), "flaky")]
+    assert "one failure with node-0004 passed on retry" in result.node_verdicts["node-0003"].reason
 
 
 def test_upper_median_stays_healthy_when_most_groups_fail() -> None:
