@@ -160,6 +160,25 @@ def test_container_nodes_install_no_kernel_module_package() -> None:
     assert not [p for p in pinned if "dkms" in p]
 
 
+@pytest.mark.parametrize(
+    ("version", "package", "pin"),
+    [
+        # NVIDIA's CUDA repository (debian12 listing): the branch is in the name up to 575, not from 580.
+        ("570.133.20", "nvidia-fabricmanager-570", "570.133.20-1"),
+        ("575.57.08", "nvidia-fabricmanager-575", "575.57.08-1"),
+        ("580.65.06", "nvidia-fabricmanager", "580.65.06-1"),
+    ],
+)
+def test_fabric_manager_package_name_per_branch(version: str, package: str, pin: str) -> None:
+    got = render(
+        "fabric_manager",
+        "ubuntu-22.04",
+        "{{ [_fabric_manager_package, _fabric_manager_pin] }}",
+        fabric_manager_version=version,
+    )
+    assert got == [package, pin]
+
+
 def test_enroot_folders_and_their_shared_parents() -> None:
     parents = render("container_runtime", "debian-12", "{{ _container_runtime_enroot_base_dirs }}")
     assert parents == ["/run/enroot", "/var/lib/enroot/cache", "/var/lib/enroot/data"]
