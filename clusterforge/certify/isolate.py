@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from clusterforge.certify.isolate_evidence import Evidence, collect
+from clusterforge.certify.isolate_reasons import fig, one_line
 from clusterforge.certify.isolate_schedule import plan_round
 from clusterforge.certify.isolate_types import (
     IsolationResult,
@@ -170,14 +171,18 @@ class Planner:
         fails = [r for r in results if r.outcome in ("fail", "none")]
         if passes and (node not in ev.suspects or all(r.others & never_passed for r in fails)):
             first = passes[0]
+            why = (
+                "failed only as the known-good partner of a node under test"
+                if node not in ev.suspects
+                else f"failed only with nodes that never passed ({len(passes)} good partner(s), no other left)"
+            )
             return NodeVerdict(
                 node,
                 "pass",
-                f"{check}: {_fig(first.figure, self.rules.unit)} with {'+'.join(sorted(first.others))}, "
-                f"reference {ev.reference_text(first.group.size, self.rules.unit)}; "
-                f"failed only with nodes that never passed ({len(passes)} good partner(s), no other left)"[
-                    :186
-                ],
+                one_line(
+                    f"{check}: {fig(first.figure, self.rules.unit)} with {'+'.join(sorted(first.others))}, "
+                    f"reference {ev.reference_text(first.group.size, self.rules.unit)}; {why}"
+                ),
             )
         if len(self.nodes) == 2 and not self.known_good and results and 2 in ev.references:
             other = next(n for n in self.nodes if n != node)
@@ -185,16 +190,14 @@ class Planner:
             return NodeVerdict(
                 node,
                 "undetermined",
-                f"{check}: {_fig(r.figure, self.rules.unit)} with {other}, reference "
-                f"{ev.reference_text(2, self.rules.unit)}: cannot tell which of the two is at fault without a "
-                "third, known-good node (Planner known_good)",
+                one_line(
+                    f"{check}: {fig(r.figure, self.rules.unit)} with {other}, reference "
+                    f"{ev.reference_text(2, self.rules.unit)}: cannot tell which of the two is at fault without a "
+                    "third, known-good node (Planner known_good)"
+                ),
             )
         if problem:
-            return NodeVerdict(node, "undetermined", f"{check}: {problem}"[:186])
+            return NodeVerdict(node, "undetermined", one_line(f"{check}: {problem}"))
         return NodeVerdict(
-            node, "undetermined", f"{check}: not certified after {self.round} round(s): {waiting}"[:186]
+            node, "undetermined", one_line(f"{check}: not certified after {self.round} round(s): {waiting}")
         )
-
-
-def _fig(figure: float | None, unit: str) -> str:
-    return "no result" if figure is None else f"{figure:.3g} {unit}"

@@ -17,6 +17,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from clusterforge.certify.isolate_reasons import (
+    fault_reason,
+    flaky_reason,
+    link_reason,
+    one_line,
+    pass_reason,
+)
 from clusterforge.certify.isolate_types import (
     IsolationRules,
     LinkVerdict,
@@ -25,8 +32,6 @@ from clusterforge.certify.isolate_types import (
     Reference,
     TestGroup,
 )
-
-REASON_MAX = 186  # Slurm drain reasons stay within 200 characters with the "clusterforge: " prefix
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,7 @@ def _judge_never_passed(ev: Evidence, nodes: Sequence[str], rules: IsolationRule
         if len(partners) >= 2:
             dead = all(r.figure is None for r in ev.results[node])
             ev.verdicts[node] = NodeVerdict(
-                node, "dead" if dead else "node-fault", _fault_reason(ev, confirmations, dead, rules)
+                node, "dead" if dead else "node-fault", fault_reason(ev, confirmations, dead, rules)
             )
             continue
         ev.needy.append(node)
@@ -224,11 +229,11 @@ def _links_and_flaky(
     seen: set[frozenset[str]] = set()
     for node, mine in combos.items():
         if node in flaky:
-            ev.verdicts[node] = NodeVerdict(node, "flaky", _flaky_reason(ev, node, rules))
+            ev.verdicts[node] = NodeVerdict(node, "flaky", flaky_reason(ev, node, rules))
             continue
         faults = [(key, state) for key, state in mine if not (key - {node}) & flaky]
         if not faults:
-            ev.verdicts[node] = NodeVerdict(node, "pass", _pass_reason(ev, node, rules))
+            ev.verdicts[node] = NodeVerdict(node, "pass", pass_reason(ev, node, rules))
             continue
         key, state = faults[0]
         if len(faults) == 1 and state == "disagree":
@@ -236,13 +241,13 @@ def _links_and_flaky(
             # transient on that path. The link is reported flaky; the node is not failed for it.
             other = "+".join(sorted(key - {node}))
             note = f"; one failure with {other} passed on retry (reported as a flaky link)"
-            ev.verdicts[node] = NodeVerdict(node, "pass", _pass_reason(ev, node, rules, note))
+            ev.verdicts[node] = NodeVerdict(node, "pass", pass_reason(ev, node, rules, note))
         else:
             kind = "link-fault" if state == "link" else "flaky"
-            reason = _link_reason(ev, key, state, rules)
+            reason = link_reason(ev, key, state, rules)
             if len(faults) > 1:
                 reason = f"{reason} (+{len(faults) - 1} more)"
-            ev.verdicts[node] = NodeVerdict(node, kind, _one_line(reason))
+            ev.verdicts[node] = NodeVerdict(node, kind, one_line(reason))
         for key, state in faults:
             if key not in seen:
                 seen.add(key)
@@ -251,84 +256,6 @@ def _links_and_flaky(
                     LinkVerdict(
                         (pair[0], pair[-1]),
                         "link-fault" if state == "link" else "flaky",
-                        _one_line(_link_reason(ev, key, state, rules)),
+                        one_line(link_reason(ev, key, state, rules)),
                     )
                 )
-
-
-# ---- reasons: one line each, with the figures, the partners and the reference ----
-
-
-def _fig(figure: float | None, unit: str) -> str:
-    return "no result" if figure is None else f"{figure:.3g} {unit}"
-
-
-def _with(results: Iterable[Result], unit: str) -> str:
-    parts = [f"{_fig(r.figure, unit)} with {'+'.join(sorted(r.others))}" for r in results]
-    return " and ".join(parts) if len(parts) <= 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 3] + "..."
-
-
-def _fault_reason(ev: Evidence, confirmations: list[Result], dead: bool, rules: IsolationRules) -> str:
-    first = _distinct(confirmations)
-    if dead:
-        partners = " or ".join("+".join(sorted(r.others)) for r in first)
-        return _one_line(
-            f"{rules.check}: no result with {partners} (did not take part, or every job with it died)"
-        )
-    size = first[0].group.size
-    return _one_line(
-        f"{rules.check}: {_with(first, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
-    )
-
-
-def _pass_reason(ev: Evidence, node: str, rules: IsolationRules, note: str = "") -> str:
-    passes = _distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])[:2]
-    if not passes:
-        return _one_line(f"{rules.check}: known good{note}")
-    size = passes[0].group.size
-    reference = ev.reference_text(size, rules.unit)
-    return _one_line(f"{rules.check}: {_with(passes, rules.unit)}, reference {reference}{note}")
-
-
-def _flaky_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:
-    own = ev.results[node]
-    fails = [r for r in own if r.outcome in ("fail", "none")][:2]
-    passes = [r for r in own if r.outcome == "pass"][:2]
-    size = own[0].group.size
-    return _one_line(
-        f"{rules.check}: flaky, results disagree on retry: {_with(fails, rules.unit)}; "
-        f"but {_with(passes, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
-    )
-
-
-def _link_reason(ev: Evidence, key: frozenset[str], state: str, rules: IsolationRules) -> str:
-    a, b = sorted(key)[0], sorted(key)[-1]
-    together = [r for r in ev.results.get(a, []) if r.group.key == key]
-    figures = ", ".join(_fig(r.figure, rules.unit) for r in together)
-    elsewhere = []
-    for node in (a, b):
-        passes = _distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])
-        if passes:
-            elsewhere.append(
-                f"{node} {_fig(passes[0].figure, rules.unit)} with {'+'.join(sorted(passes[0].others))}"
-            )
-    what = "link fault" if state == "link" else "flaky link (disagrees on retry)"
-    return (
-        f"{rules.check}: {what} {a}<->{b}: {figures} together, reference "
-        f"{ev.reference_text(len(key), rules.unit)}; each passes with others ({', '.join(elsewhere)})"
-    )
-
-
-def _distinct(results: Iterable[Result]) -> list[Result]:
-    seen: set[frozenset[str]] = set()
-    out = []
-    for r in results:
-        if r.others not in seen:
-            seen.add(r.others)
-            out.append(r)
-    return out

@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 
 from clusterforge.certify.isolate import IsolationRules, Planner, TestGroup
-from clusterforge.certify.isolate_evidence import REASON_MAX, fleet_reference, upper_median
+from clusterforge.certify.isolate_evidence import fleet_reference, upper_median
+from clusterforge.certify.isolate_reasons import REASON_MAX
 from clusterforge.certify.isolate_sim import Fleet, node_names, random_fleet, run_planner
 
 BASELINE = IsolationRules(baseline={2: 0.45})
