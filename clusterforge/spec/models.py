@@ -156,6 +156,14 @@ class CheckpointBucket(_Strict):
     noncurrent_version_expiry_days: int = Field(30, ge=1)
 
 
+class LocalScratch(_Strict):
+    """The nodes' local NVMe instance-store disks striped (RAID0) into one scratch filesystem
+    (roles/local_scratch); its data lives only as long as the instance."""
+
+    mount_point: str = Field("/scratch", pattern=r"^/[^\s]*$")
+    filesystem: Literal["xfs", "ext4"] = "xfs"
+
+
 class SharedVolume(_Strict):
     name: str = Field("shared", pattern=_NAME)
     mount_point: str = "/shared"
@@ -172,6 +180,9 @@ class Storage(_Strict):
     checkpoint_bucket: CheckpointBucket | None = None
     shared_volume: SharedVolume | None = Field(None, description="local provider: a container volume")
     nfs: Nfs | None = Field(None, description="static provider: an existing NFS export")
+    local_scratch: LocalScratch | None = Field(
+        None, description="aws/static: the nodes' NVMe instance-store disks as one RAID0 at mount_point"
+    )
 
     @property
     def shared_path(self) -> str | None:

@@ -164,3 +164,11 @@ def test_endpoints_on_a_prebaked_image_passes(tmp_path: Path) -> None:
 def test_the_prod_example_works_as_written() -> None:
     report = check_file(Path(__file__).resolve().parents[2] / "stacks" / "prod.yaml")
     assert report.ok and report.spec is not None and report.spec.provider.egress == "nat"
+
+
+def test_local_scratch_is_for_machines_with_disks(tmp_path: Path) -> None:
+    scratch = ("storage:\n", "storage:\n  local_scratch: {mount_point: /scratch}\n")
+    assert check_file(variant(tmp_path, "prod", scratch)).ok
+    report = check_file(variant(tmp_path, "local", ("storage:\n", "storage:\n  local_scratch: {}\n")))
+    finding = only(report.findings, "storage-provider", "storage.local_scratch")
+    assert finding.level == "error" and "not available on provider 'local'" in finding.message

@@ -123,6 +123,7 @@ _STORAGE_PROVIDERS = {
     "checkpoint_bucket": ("aws",),
     "shared_volume": ("local",),
     "nfs": ("static", "aws"),
+    "local_scratch": ("aws", "static"),
 }
 
 
