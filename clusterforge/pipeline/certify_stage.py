@@ -7,10 +7,11 @@
    ``.clusterforge/<stack>/reports/<node>/``. Then every figure is judged against the fleet
    (fleet_stage.py: this command's nodes of the same type, else the stored baseline, else the
    floor); a figure too far under its reference fails the node with the evidence.
-3. Network check: first every node that passed must answer the controller (liveness.py: its
-   Slurm state, then a one-task probe job on it alone); one that does not fails alone with that
-   reason. Then a Slurm job across the rest (network.py), with a deadline on its whole life. A
-   lone node is paired with an already certified node as the reference, or judged alone.
+3. Network check (network_stage.py): every node that passed must answer the controller
+   (liveness.py: its Slurm state, then a one-task probe job on it alone); one that does not fails
+   alone with that reason. Then rounds of pair tests planned by certify/isolate.py and run as
+   concurrent Slurm jobs in the hold, each with a deadline: a verdict per node and per link. A
+   small batch borrows certified idle nodes as known-good partners.
 4. Verdict: pass -> leaves the hold (``idle``); fail -> DRAIN ``clusterforge: <check>: <line>``.
 
 A node already certified (journal) is not certified again unless asked (``--recertify``, or
@@ -19,19 +20,18 @@ A node already certified (journal) is not certified again unless asked (``--rece
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 
 from clusterforge.ansible.runner import PlaybookRun, run_stamp
 from clusterforge.certify import liveness
 from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.certify.fleet import FleetJudgement
-from clusterforge.certify.network import NetworkJob, run_network_check
 from clusterforge.certify.node_config import dumps, profile_for, render_node_config
 from clusterforge.certify.reports import Verdict, merge, read_verdict, stamp_run
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.pipeline import fleet_stage
-from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
+from clusterforge.pipeline.context import StackContext
+from clusterforge.pipeline.network_stage import NetworkStep
 from clusterforge.pipeline.scheduler import BaseStage, StageResult
 from clusterforge.providers.base import Node
 
@@ -150,6 +150,7 @@ class CertifyStage(BaseStage):
             stale = ctx.paths.reports / n.name / "report.json"
             stale.parent.mkdir(parents=True, exist_ok=True)
             stale.unlink(missing_ok=True)  # never judge a node on an earlier run's report
+            (stale.parent / "network-report.json").unlink(missing_ok=True)
             by_suite[self._suite(n)[1]].append(n)
             ctx.board.note(n.name, "held; running single-node checks")
         verdicts: dict[str, Verdict] = {}
@@ -197,78 +198,28 @@ class CertifyStage(BaseStage):
     def _network(
         self, todo: list[Node], verdicts: dict[str, Verdict], run_id: str, admission: Admission, head: Node
     ) -> dict[str, Verdict]:
+        """The network step (network_stage.py) over the nodes that passed so far, per instance type."""
         ctx = self.ctx
-        shared = ctx.spec.storage.shared_path
         group = [n for n in todo if verdicts[n.name].passed]
-        if not shared or not group:
+        if not ctx.spec.storage.shared_path or not group:
             return verdicts
         out = dict(verdicts)
+        step = NetworkStep(ctx, admission, head, run_id, self._suite(group[0])[1])
         # A node that does not answer the controller fails alone, before any multi-node job.
-        silent = self._unresponsive([n.name for n in group], run_id, admission, head)
+        silent = step.unresponsive([n.name for n in group])
         for name, why in silent.items():
             out[name] = merge(out[name], Verdict(name, False, [(liveness.CHECK_ID, why)]))
-        group = [n for n in group if n.name not in silent]
-        if not group:
-            return out
-        reference: Node | None = None
-        if len(group) == 1:
-            reference = self._reference_peer({n.name for n in todo}, admission)
-            if reference is None:
-                ctx.board.note(group[0].name, "no peer: network check runs on this node alone")
-                return out
-            try:
-                admission.hold([reference.name])
-            except AdmissionError as exc:
-                ctx.board.note(
-                    group[0].name, f"reference peer {reference.name} not held ({exc}): checked alone"
-                )
-                return out
-            if self._unresponsive([reference.name], run_id, admission, head):
-                admission.release(reference.name)
-                ctx.board.note(group[0].name, f"reference peer {reference.name} not answering: checked alone")
-                return out
-        members = group + ([reference] if reference else [])
-        configs = {}
-        for n in members:
-            peers = [p for p in members if p.name != n.name]
-            configs[n.name] = render_node_config(ctx.spec, n, peers)
-            write_atomic(
-                ctx.paths.run / "node-config" / n.name / "NODE-network.json", json.dumps(configs[n.name])
-            )
-            ctx.board.note(n.name, f"network check across {len(members)} nodes (Slurm job)")
-        suite = self._suite(group[0])[1]
-        job = NetworkJob(run_id, shared, suite, admission.reservation, NODE_VALIDATORS)
-        head_run = ctx.runner(head, timeout_s=job.deadline_s + 60)
-        net = run_network_check(head_run, job, configs, ctx.paths.reports)
-        if reference is not None:
-            admission.release(reference.name)
+        by_type: dict[str, list[Node]] = defaultdict(list)
         for n in group:
-            out[n.name] = merge(out[n.name], net[n.name])
+            if n.name not in silent:
+                by_type[n.instance_type].append(n)
+        for nodes in by_type.values():
+            net = step.run(nodes, {n.name for n in todo})
+            for n in nodes:
+                out[n.name] = merge(out[n.name], net.verdicts[n.name])
+                if net.verdicts[n.name].note:
+                    ctx.board.note(n.name, f"network: {net.verdicts[n.name].note}")
         return out
-
-    def _unresponsive(
-        self, names: list[str], run_id: str, admission: Admission, head: Node
-    ) -> dict[str, str]:
-        """Nodes (of ``names``) that cannot take a Slurm job now, with the reason."""
-        for name in names:
-            self.ctx.board.note(name, "checking that slurmd answers the controller")
-        try:
-            states = admission.nodes()
-        except AdmissionError as exc:
-            return {n: f"cannot read Slurm's node states: {exc}" for n in names}
-        head_run = self.ctx.runner(head, timeout_s=liveness.PROBE_TIMEOUT_S + 60)
-        return liveness.unresponsive(
-            head_run, states, names, admission.reservation, f"clusterforge-probe-{run_id}"
-        )
-
-    def _reference_peer(self, exclude: set[str], admission: Admission) -> Node | None:
-        states = admission.nodes()
-        for n in self.ctx.compute():
-            if n.name in exclude or not self.ctx.journal.is_done(n.name, "certified"):
-                continue
-            if n.name in states and states[n.name].serving and states[n.name].state == "idle":
-                return n
-        return None
 
     def _decide(self, node: Node, verdict: Verdict, admission: Admission, run_id: str) -> StageResult:
         ctx = self.ctx

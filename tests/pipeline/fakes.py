@@ -12,7 +12,7 @@ import re
 import sys
 import threading
 
-from clusterforge.certify import liveness
+from clusterforge.certify import group_runner, liveness
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, no_progress
 from clusterforge.spec.models import ClusterSpec
 
@@ -81,6 +81,9 @@ class FakeSlurm:
         self.calls: list[list[str]] = []
         self.slow = slow or set()
         self.silent: set[str] = set()  # nodes whose slurmd does not answer (probe jobs time out)
+        self.slow_links: list[tuple[str, str]] = []  # pairs slow together only (a fabric fault)
+        self.dead: set[str] = set()  # nodes that write no report (their job lost them)
+        self.jobs: list[list[str]] = []  # every group job's nodes, in order
         self.lock = threading.Lock()
 
     def register(self, name: str) -> None:
@@ -139,8 +142,14 @@ class FakeSlurm:
             else:
                 node.update(state="drained", reason=args["Reason"])
             return 0, "", ""
-        if argv[0] == "mkdir" or argv[0] == "scancel":
+        if argv[0] in ("mkdir", "scancel", "squeue"):  # squeue: every group job has finished
             return 0, "", ""
+        if argv[:2] == ["python3", "-c"] and argv[2] == group_runner.WRITE_FILES:
+            self.files.update(json.loads(stdin or "{}"))
+            return 0, "", ""
+        if argv[:3] == ["sh", "-c", group_runner.CAT_FILES]:
+            out = "".join(f"=== {p}\n{self.files.get(p, '')}\n" for p in argv[4:])
+            return 0, out, ""
         if argv[:3] == ["sh", "-c", liveness.PROBE_SCRIPT]:
             nodes = argv[7:]
             return 0, "".join(f"{n} {124 if n in self.silent else 0}\n" for n in nodes), ""
@@ -160,18 +169,25 @@ class FakeSlurm:
         raise AssertionError(f"unexpected command {argv}")
 
     def _sbatch(self, argv: list[str]) -> tuple[int, str, str]:
+        """One group test: writes each member's report at once; rank 0's carries the figure."""
         nodes = argv[argv.index("-w") + 1].split(",")
         assert any(a.startswith("--reservation=") for a in argv), "the network job must run inside the hold"
+        assert "--parsable" in argv, "group jobs are submitted without waiting (the runner polls)"
         for name in nodes:
             assert self.nodes[name]["state"] != "drained", f"a job cannot start on drained {name}"
         folder = re.search(r"--out (\S+)/\$SLURMD_NODENAME", argv[-1]).group(1).strip("'")
+        self.jobs.append(sorted(nodes))
         slow = bool(self.slow & set(nodes))
-        for name in nodes:
-            ok = name not in self.slow
-            report = {
-                "schema_version": 1, "node": name, "profile": "quick", "verdict": "pass" if ok else "fail",
-                "checks": [{"id": "gloo-allreduce", "status": "pass" if ok else "fail",
-                            "summary": "busbw 0.01 GB/s below 0.1 GB/s" if not ok else "ok"}],
-            }  # fmt: skip
-            self.files[f"{folder}/{name}/report.json"] = json.dumps(report)
-        return (1 if slow else 0), "Submitted batch job 7\n", ""
+        link = any(set(pair) <= set(nodes) for pair in self.slow_links)
+        figure = 0.002 if slow or link else 0.45 + 0.001 * (len(self.jobs) % 5)
+        for rank, name in enumerate(sorted(nodes)):
+            check: dict = {"id": "gloo-allreduce", "status": "pass", "summary": "ok"}
+            if rank == 0:
+                check["metrics"] = {"busbw": {"value": figure, "unit": "GB/s"}}
+                if figure < 0.05:
+                    check.update(status="fail", summary=f"busbw {figure} GB/s below 0.05 GB/s")
+            report = {"schema_version": 1, "node": name, "profile": "quick",
+                      "verdict": "pass" if check["status"] == "pass" else "fail", "checks": [check]}  # fmt: skip
+            if name not in self.dead:
+                self.files[f"{folder}/{name}/report.json"] = json.dumps(report)
+        return 0, f"{len(self.jobs)}\n", ""

@@ -1,0 +1,273 @@
+"""Run the localisation planner's rounds as Slurm jobs inside the certification hold.
+
+The planner (isolate.py) is pure: it says which groups to test and judges their figures. This
+runner does the I/O, a constant number of head-node commands per round whatever the node count:
+
+1. write every group member's NODE.json (its peers = the rest of its group) in one command;
+2. submit one ``sbatch`` per group (``-w`` its nodes, ``--reservation`` the hold), all at once;
+3. poll ``squeue`` for those job ids until none is left or the round's deadline (the jobs'
+   running limit plus the time they may pend) has passed; cancel what is left;
+4. read every group's rank-0 report in one command: its figure is the check's ``busbw``; a job
+   that hung, was cancelled or lost a node gives no report, and the group is recorded as "no
+   result" (the planner retests its nodes with known-good partners: never all nodes failed
+   because one job failed).
+
+Every group test lands in ``reports/network-groups.json`` (round, nodes, purpose, figure, job
+state) for the people's report (busbw against group size, scaling).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clusterforge.certify.isolate import IsolationResult, Planner, TestGroup
+from clusterforge.journal import write_atomic
+
+HeadRun = Callable[..., tuple[int, str, str]]
+ConfigFor = Callable[[str, Sequence[str]], dict[str, Any]]  # (node, its peers) -> NODE.json
+GROUPS_FILE = "network-groups.json"
+
+# Reads {path: text} JSON on stdin and writes each file: one command for a whole round.
+WRITE_FILES = (
+    "import json,os,sys\n"
+    "for p,t in json.load(sys.stdin).items():\n"
+    "    os.makedirs(os.path.dirname(p),exist_ok=True)\n"
+    "    open(p,'w').write(t)\n"
+)
+# Prints each file after a header line, so one command reads back a round's reports.
+CAT_FILES = 'for f in "$@"; do printf "=== %s\\n" "$f"; cat "$f" 2>/dev/null; printf "\\n"; done'
+
+
+@dataclass(frozen=True)
+class GroupJobs:
+    """How the round's jobs are run: where, with which validators, within which deadline."""
+
+    run_id: str
+    shared_path: str
+    profile: str
+    reservation: str
+    validators: Sequence[str]
+    check: str
+    time_limit_min: int = 10  # Slurm's limit on a job's running time
+    pending_s: int = 120  # how long a job may wait to start
+    poll_s: float = 3.0
+    # gloo: one validators process per node (srun), each a rank. nccl-tests: one validators
+    # process on the job's first node, which launches the ranks itself (NODE.json nccl.launcher).
+    one_launcher: bool = False
+
+    @property
+    def folder(self) -> str:
+        return f"{self.shared_path.rstrip('/')}/.clusterforge/cert/{self.run_id}/groups"
+
+    @property
+    def deadline_s(self) -> float:
+        return self.time_limit_min * 60 + self.pending_s
+
+    def group_folder(self, group: TestGroup, index: int) -> str:
+        return f"{self.folder}/r{group.round}-g{index}"
+
+    def job_name(self, round_no: int) -> str:
+        """One name for every job of a round: squeue/scancel by name never meet a purged job id."""
+        return f"clusterforge-net-{self.run_id}-r{round_no}"
+
+    def sbatch_argv(self, group: TestGroup, index: int) -> list[str]:
+        folder = self.group_folder(group, index)
+        per_node = " ".join(
+            [
+                *map(shlex.quote, self.validators),
+                "run", "--profile", shlex.quote(self.profile), "--checks", shlex.quote(self.check),
+                "--config", f"{shlex.quote(folder)}/$SLURMD_NODENAME.json",
+                "--out", f"{shlex.quote(folder)}/$SLURMD_NODENAME",
+            ]
+        )  # fmt: skip
+        wrap = per_node if self.one_launcher else f"srun --ntasks-per-node=1 sh -c {shlex.quote(per_node)}"
+        # At 2 nodes tree/NVLS can report busbw above the NIC line rate (nccl-tests issues 22,
+        # 290): pair figures are measured with the ring algorithm.
+        export = ["--export=ALL,NCCL_ALGO=Ring"] if group.size == 2 and self.one_launcher else []
+        return [
+            "sbatch", "--parsable", f"--reservation={self.reservation}",
+            "-N", str(group.size), "-w", ",".join(sorted(group.nodes)), "--ntasks-per-node=1",
+            "-t", str(self.time_limit_min), "-J", self.job_name(group.round),
+            "-o", f"{folder}/job-%j.out", *export, "--wrap", wrap,
+        ]  # fmt: skip
+
+
+@dataclass
+class GroupRecord:
+    round: int
+    purpose: str
+    nodes: list[str]
+    figure: float | None
+    state: str  # "done" | "no report" | "not submitted: ..." | "cancelled at the deadline"
+    message_bytes: float | None = None
+
+
+@dataclass
+class RunLog:
+    records: list[GroupRecord] = field(default_factory=list)
+    reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its group reports
+
+
+def rank0(group: TestGroup) -> str:
+    """The node whose report carries the group's figure (gloo: the lowest name is rank 0)."""
+    return sorted(group.nodes)[0]
+
+
+def group_figure(report: Mapping[str, Any] | None, check: str) -> tuple[float | None, float | None]:
+    """(busbw, message bytes) of ``check`` in a report; (None, None) when it has no figure."""
+    if not isinstance(report, Mapping):
+        return None, None
+    for c in report.get("checks") or []:
+        if not isinstance(c, Mapping) or c.get("id") != check:
+            continue
+        metrics = c.get("metrics") or {}
+        busbw = _value(metrics.get("busbw"))
+        if busbw is None:  # nccl checks name each size: '<label>.busbw'; take the largest message
+            sized = [
+                (_value(metrics.get(k.replace(".busbw", ".message_bytes"))) or 0.0, _value(v))
+                for k, v in metrics.items()
+                if k.endswith(".busbw")
+            ]
+            sized = [(b, v) for b, v in sized if v is not None]
+            if sized:
+                nbytes, busbw = max(sized)
+                return busbw, nbytes or None
+            return None, None
+        return busbw, _value(metrics.get("message_bytes"))
+    return None, None
+
+
+def _value(entry: Any) -> float | None:
+    value = entry.get("value") if isinstance(entry, Mapping) else entry
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and number >= 0 else None  # NaN and negatives: no figure
+
+
+def parse_cat(text: str) -> dict[str, dict[str, Any] | None]:
+    """``CAT_FILES`` output -> path: report dict (None when absent or not JSON)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    path, lines = None, []  # type: ignore[var-annotated]
+    for line in [*text.splitlines(), "=== "]:
+        if line.startswith("=== "):
+            if path is not None:
+                try:
+                    data = json.loads("\n".join(lines))
+                except json.JSONDecodeError:
+                    data = None
+                out[path] = data if isinstance(data, dict) else None
+            path, lines = line[4:], []
+        else:
+            lines.append(line)
+    return out
+
+
+def run_round(
+    head: HeadRun,
+    jobs: GroupJobs,
+    groups: Sequence[TestGroup],
+    config_for: ConfigFor,
+    log: RunLog,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[TestGroup, float | None]:
+    """Run one round's groups concurrently; the figure of each (None: no result)."""
+    files = {}
+    for i, group in enumerate(groups):
+        for node in group.nodes:
+            peers = [n for n in group.nodes if n != node]
+            files[f"{jobs.group_folder(group, i)}/{node}.json"] = json.dumps(config_for(node, peers))
+    rc, _, err = head(["python3", "-c", WRITE_FILES], stdin=json.dumps(files))
+    if rc != 0:
+        why = (
+            f"not submitted: cannot write the group configs on the head node ({' '.join(err.split())[-160:]})"
+        )
+        return _no_result(groups, log, why)
+    job_ids: dict[str, int] = {}
+    states: dict[int, str] = {}
+    for i, group in enumerate(groups):
+        rc, out, err = head(jobs.sbatch_argv(group, i))
+        job_id = out.strip().split(";")[0]
+        if rc == 0 and job_id.isdigit():
+            job_ids[job_id] = i
+        else:
+            states[i] = f"not submitted: sbatch exited {rc}: {' '.join((err or out).split())[-160:]}"
+    name = jobs.job_name(groups[0].round) if groups else ""
+    deadline = clock() + jobs.deadline_s
+    left = set(job_ids)
+    while left and clock() < deadline:
+        sleep(jobs.poll_s)
+        rc, out, _ = head(["squeue", "-h", "-o", "%i", "-n", name])
+        if rc == 0:  # a failed query (controller busy) is asked again until the deadline
+            left &= set(out.split())
+    if left:
+        head(["scancel", "-n", name])
+        for job_id in left:
+            states[job_ids[job_id]] = f"cancelled at the {jobs.deadline_s:.0f} s deadline"
+    paths = [f"{jobs.group_folder(g, i)}/{n}/report.json" for i, g in enumerate(groups) for n in g.nodes]
+    _, text, _ = head(["sh", "-c", CAT_FILES, "sh", *paths])
+    found = parse_cat(text)
+    figures: dict[TestGroup, float | None] = {}
+    for i, group in enumerate(groups):
+        folder = jobs.group_folder(group, i)
+        for node in group.nodes:
+            report = found.get(f"{folder}/{node}/report.json")
+            if report is not None:
+                log.reports.setdefault(node, []).append(
+                    {**report, "group": list(group.nodes), "round": group.round}
+                )
+        figure, nbytes = group_figure(found.get(f"{folder}/{rank0(group)}/report.json"), jobs.check)
+        state = states.get(i) or ("done" if figure is not None else "no report")
+        figures[group] = figure if i not in states else None
+        log.records.append(
+            GroupRecord(group.round, group.purpose, list(group.nodes), figures[group], state, nbytes)
+        )
+    return figures
+
+
+def _no_result(groups: Sequence[TestGroup], log: RunLog, why: str) -> dict[TestGroup, float | None]:
+    for g in groups:
+        log.records.append(GroupRecord(g.round, g.purpose, list(g.nodes), None, why))
+    return dict.fromkeys(groups)
+
+
+def run_isolation(
+    head: HeadRun,
+    planner: Planner,
+    jobs: GroupJobs,
+    config_for: ConfigFor,
+    note: Callable[[str], None] = lambda _: None,
+    **timing: Any,
+) -> tuple[IsolationResult, RunLog]:
+    """Every round of ``planner`` until its verdicts are final."""
+    log = RunLog()
+    while (groups := planner.next_round()) is not None:
+        note(f"network round {groups[0].round}: {len(groups)} group job(s)")
+        for group, figure in run_round(head, jobs, groups, config_for, log, **timing).items():
+            planner.record(group, figure)
+    return planner.verdicts(), log
+
+
+def write_groups_file(reports_dir: Path, run_id: str, result: IsolationResult, log: RunLog) -> Path:
+    """Every group test of the run, the references and the verdicts, for the people's report."""
+    data = {
+        "run_id": run_id,
+        "rounds": result.rounds,
+        "jobs": result.jobs,
+        "problem": result.problem,
+        "references": {str(k): asdict(v) for k, v in result.references.items()},
+        "groups": [asdict(r) for r in log.records],
+        "nodes": {n: asdict(v) for n, v in result.node_verdicts.items()},
+        "links": [asdict(v) for v in result.link_verdicts],
+    }
+    path = reports_dir / GROUPS_FILE
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
+    return path

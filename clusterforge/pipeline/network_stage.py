@@ -1,0 +1,262 @@
+"""The certify stage's network step: which node or link slows the fabric, as group tests.
+
+1. Every node that passed its single-node checks must answer the Slurm controller
+   (certify/liveness.py); one that does not fails alone, before any multi-node job.
+2. The planner (certify/isolate.py) plans rounds of pair tests; the runner
+   (certify/group_runner.py) runs each round's jobs concurrently in the hold. Up to two nodes
+   certified earlier and idle are lent as known-good partners when the batch is small.
+3. Each node gets the planner's verdict: pass, node fault, dead, flaky, or one end of a link
+   fault (both nodes drained, the reason naming the link, unless the profile says to report
+   links only). A node the planner could not resolve (too few figures and no baseline to judge
+   against) is judged by its group tests' own floor checks, and the reason says so.
+4. 2-node figures of nodes that passed enter the stored baseline (metric ``network.2node.busbw``),
+   so the next run judges even two nodes against what the fabric did before.
+
+What lands on disk: ``reports/<node>/network-report.json`` per node (its verdict, partners and
+figures, stamped with the run id) and ``reports/network-groups.json`` (every group test).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from clusterforge.catalog import load_hardware
+from clusterforge.certify import liveness
+from clusterforge.certify.admission import Admission, AdmissionError
+from clusterforge.certify.baseline import Baseline, BaselineError, BaselineStore, Sample
+from clusterforge.certify.group_runner import GroupJobs, RunLog, run_isolation, write_groups_file
+from clusterforge.certify.isolate import IsolationResult, IsolationRules, Planner
+from clusterforge.certify.node_config import profile_for, render_node_config
+from clusterforge.certify.reports import Verdict
+from clusterforge.journal import now_iso, write_atomic
+from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
+from clusterforge.providers.base import Node
+
+BASELINE_METRIC = "network.2node.busbw"
+MAX_LENT = 2  # known-good partners lent to a small batch
+SMALL_BATCH = 3
+
+
+@dataclass(frozen=True)
+class NetworkOutcome:
+    verdicts: dict[str, Verdict]
+    result: IsolationResult | None
+
+
+def network_check_id(ctx: StackContext, node: Node) -> str:
+    it = load_hardware().get(node.instance_type)
+    return "nccl-multi-node" if it is not None and it.gpu is not None else "gloo-allreduce"
+
+
+class NetworkStep:
+    def __init__(self, ctx: StackContext, admission: Admission, head: Node, run_id: str, suite: str):
+        self.ctx = ctx
+        self.admission = admission
+        self.head = head
+        self.run_id = run_id
+        self.suite = suite
+
+    def note(self, nodes: list[str], text: str) -> None:
+        for name in nodes:
+            self.ctx.board.note(name, text)
+
+    def unresponsive(self, names: list[str]) -> dict[str, str]:
+        """Nodes (of ``names``) that cannot take a Slurm job now, with the reason."""
+        self.note(names, "checking that slurmd answers the controller")
+        try:
+            states = self.admission.nodes()
+        except AdmissionError as exc:
+            return {n: f"cannot read Slurm's node states: {exc}" for n in names}
+        head_run = self.ctx.runner(self.head, timeout_s=liveness.PROBE_TIMEOUT_S + 60)
+        return liveness.unresponsive(
+            head_run, states, names, self.admission.reservation, f"clusterforge-probe-{self.run_id}"
+        )
+
+    def lend_partners(self, exclude: set[str], kind: str) -> list[Node]:
+        """Certified, idle nodes of the same type, held for this check as known-good partners."""
+        try:
+            states = self.admission.nodes()
+        except AdmissionError:
+            return []
+        lent: list[Node] = []
+        for n in self.ctx.compute():
+            if len(lent) >= MAX_LENT:
+                break
+            if (
+                n.name in exclude
+                or n.instance_type != kind
+                or not self.ctx.journal.is_done(n.name, "certified")
+            ):
+                continue
+            state = states.get(n.name)
+            if state is None or not state.serving or state.state != "idle":
+                continue
+            try:
+                self.admission.hold([n.name])
+            except AdmissionError:
+                continue
+            if self.unresponsive([n.name]):
+                self.admission.release(n.name)
+                continue
+            lent.append(n)
+        return lent
+
+    def run(self, group: list[Node], batch: set[str]) -> NetworkOutcome:
+        """Verdicts for ``group`` (nodes of ``batch`` that passed everything so far and answer the
+        controller). Nodes of the batch that failed earlier are never lent as partners."""
+        ctx = self.ctx
+        kind = group[0].instance_type
+        check = network_check_id(ctx, group[0])
+        lent = self.lend_partners(batch, kind) if len(group) <= SMALL_BATCH else []
+        nodes = {n.name: n for n in [*group, *lent]}
+        if len(nodes) < 2:
+            why = (
+                f"the network cannot be certified with one {kind} node: it needs a partner (a second node "
+                "of the type in this run, or one certified earlier and idle); single-node checks only"
+            )
+            return NetworkOutcome({n.name: Verdict(n.name, True, note=why) for n in group}, None)
+        store = BaselineStore(ctx.spec.stack)
+        rules = IsolationRules(
+            fail_gap=min(0.9, max(0.05, load_hardware().fleet_rules(kind).fail_gap_pct / 100)),
+            baseline=self._baseline(store, kind),
+            check=check,
+        )
+        planner = Planner([n.name for n in group], rules=rules, known_good=[n.name for n in lent])
+        jobs = GroupJobs(
+            self.run_id, ctx.spec.storage.shared_path or "", self.suite, self.admission.reservation,
+            NODE_VALIDATORS, check, one_launcher=check != "gloo-allreduce",
+        )  # fmt: skip
+        head_run = ctx.runner(self.head, timeout_s=jobs.deadline_s + 120)
+
+        def config_for(name: str, peers: list[str] | tuple[str, ...]) -> dict[str, Any]:
+            return render_node_config(ctx.spec, nodes[name], [nodes[p] for p in peers])
+
+        self.note(list(nodes), "network: group tests (Slurm jobs in the hold)")
+        try:
+            result, log = run_isolation(
+                head_run, planner, jobs, config_for, note=lambda text: self.note(list(nodes), text)
+            )
+        finally:
+            for n in lent:
+                self.admission.release(n.name)
+        write_groups_file(ctx.paths.reports, self.run_id, result, log)
+        verdicts = {n.name: self._verdict(n.name, result, log, check) for n in group}
+        for name, verdict in verdicts.items():
+            self._write_report(name, verdict, result, log, check)
+        self._record(store, kind, result, log, verdicts)
+        return NetworkOutcome(verdicts, result)
+
+    # -- judging ----------------------------------------------------------------------------
+
+    def _verdict(self, name: str, result: IsolationResult, log: RunLog, check: str) -> Verdict:
+        v = result.node_verdicts.get(name)
+        if v is None:
+            return Verdict(name, False, [(check, "the network planner gave no verdict for this node")])
+        reason = v.reason.removeprefix(f"{check}: ")
+        if v.kind == "pass":
+            return Verdict(name, True, note=reason)
+        if v.kind == "link-fault" and not self._drain_links(self.ctx.nodes[name]):
+            return Verdict(
+                name, True, note=f"{reason} (reported, not drained: the profile says links are reported)"
+            )
+        if v.kind == "undetermined":
+            return self._by_floor(name, reason, log, check)
+        return Verdict(name, False, [(check, reason)])
+
+    def _by_floor(self, name: str, why: str, log: RunLog, check: str) -> Verdict:
+        """No reference to judge against: the node's group tests' own floor checks decide."""
+        reports = log.reports.get(name, [])
+        own = [
+            c for r in reports for c in r.get("checks") or [] if isinstance(c, dict) and c.get("id") == check
+        ]
+        bad = [c for c in own if c.get("status") in ("fail", "error")]
+        if own and not bad:
+            return Verdict(name, True, note=f"judged against the floor only: {why}")
+        detail = bad[0].get("summary") if bad else "no group test of this node reported"
+        return Verdict(name, False, [(check, f"{detail}; {why}")])
+
+    def _drain_links(self, node: Node) -> bool:
+        """The profile's ``link_faults``: "drain" (default) or "report"."""
+        _, profile = profile_for(self.ctx.spec, node.pool, self.ctx.options.profile)
+        return getattr(profile, "link_faults", "drain") != "report"
+
+    def _baseline(self, store: BaselineStore, kind: str) -> dict[int, float]:
+        try:
+            base = store.load(kind)
+        except BaselineError as exc:
+            self.note([n.name for n in self.ctx.compute()], f"network baseline not used: {exc}")
+            return {}
+        ref = base.reference(BASELINE_METRIC, None) if base else None
+        return {2: ref.value} if ref is not None and ref.value > 0 else {}
+
+    def _record(
+        self,
+        store: BaselineStore,
+        kind: str,
+        result: IsolationResult,
+        log: RunLog,
+        verdicts: dict[str, Verdict],
+    ) -> None:
+        good = {n for n, v in verdicts.items() if v.passed} | {
+            n for n, v in result.node_verdicts.items() if v.kind == "pass"
+        }
+        samples = [
+            r for r in log.records if len(r.nodes) == 2 and r.figure is not None and set(r.nodes) <= good
+        ]
+        if not samples:
+            return
+        try:
+            base = store.load(kind) or Baseline(kind, store.stack)
+        except BaselineError:
+            return  # an unusable file is named by the fleet step and never overwritten
+        when = now_iso()
+        for r in samples:
+            base.add(
+                BASELINE_METRIC,
+                "GB/s",
+                True,
+                Sample(float(r.figure or 0), "+".join(r.nodes), self.run_id, when),
+            )
+        store.save(base)
+
+    def _write_report(
+        self, name: str, verdict: Verdict, result: IsolationResult, log: RunLog, check: str
+    ) -> None:
+        tests = [r for r in log.records if name in r.nodes]
+        summary = verdict.note if verdict.passed else verdict.first_failure[1]
+        report = {
+            "schema_version": 1,
+            "node": name,
+            "profile": self.suite,
+            "verdict": "pass" if verdict.passed else "fail",
+            "run_id": self.run_id,
+            "checks": [
+                {
+                    "id": check,
+                    "status": "pass" if verdict.passed else "fail",
+                    "summary": summary,
+                    "metrics": {
+                        f"busbw.with.{'+'.join(p for p in r.nodes if p != name)}.r{r.round}": {
+                            "value": r.figure,
+                            "unit": "GB/s",
+                        }
+                        for r in tests
+                        if r.figure is not None
+                    },
+                    "threshold": {f"{k}node.reference": ref.value for k, ref in result.references.items()},
+                    "evidence": {
+                        "command": "group tests planned by clusterforge/certify/isolate.py",
+                        "lines": [
+                            f"round {r.round} {r.purpose}: {' '.join(r.nodes)}: "
+                            f"{'no result' if r.figure is None else f'{r.figure:g} GB/s'} ({r.state})"
+                            for r in tests
+                        ],
+                    },
+                }
+            ],
+        }
+        write_atomic(
+            self.ctx.paths.reports / name / "network-report.json", json.dumps(report, indent=2) + "\n"
+        )

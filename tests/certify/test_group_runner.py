@@ -1,0 +1,129 @@
+"""The group-test runner: a round's jobs at once, polled to a deadline, figures read back."""
+
+from __future__ import annotations
+
+import json
+
+from clusterforge.certify import group_runner as gr
+from clusterforge.certify.isolate import Planner, TestGroup
+
+JOBS = gr.GroupJobs(
+    "R1", "/shared", "quick", "clusterforge_cert", ["clusterforge-validators"], "gloo-allreduce", poll_s=0
+)
+
+
+class Head:
+    """A head node whose jobs finish (or hang) as told, with reports on a dict 'shared fs'."""
+
+    def __init__(self, hang: set[str] = frozenset(), fail_submit: set[str] = frozenset()) -> None:
+        self.files: dict[str, str] = {}
+        self.calls: list[list[str]] = []
+        self.hang, self.fail_submit = hang, fail_submit
+        self.running: list[str] = []
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        self.calls.append(argv)
+        if argv[:2] == ["python3", "-c"]:
+            self.files.update(json.loads(stdin or "{}"))
+            return 0, "", ""
+        if argv[0] == "sbatch":
+            nodes = argv[argv.index("-w") + 1].split(",")
+            if set(nodes) & self.fail_submit:
+                return 1, "", "sbatch: error: Batch job submission failed: Invalid node name specified"
+            folder = argv[argv.index("-o") + 1].rsplit("/", 1)[0]
+            job = str(100 + len(self.calls))
+            if set(nodes) & self.hang:
+                self.running.append(job)
+                return 0, f"{job}\n", ""
+            for rank, n in enumerate(sorted(nodes)):
+                metrics = {"busbw": {"value": 0.45, "unit": "GB/s"}, "message_bytes": {"value": 67108864}}
+                check = {"id": "gloo-allreduce", "status": "pass", "metrics": metrics if rank == 0 else {}}
+                self.files[f"{folder}/{n}/report.json"] = json.dumps({"node": n, "checks": [check]})
+            return 0, f"{job};cluster\n", ""
+        if argv[0] == "squeue":
+            return 0, "\n".join(self.running), ""
+        if argv[0] == "scancel":
+            self.running = []
+            return 0, "", ""
+        if argv[:3] == ["sh", "-c", gr.CAT_FILES]:
+            return 0, "".join(f"=== {p}\n{self.files.get(p, '')}\n" for p in argv[4:]), ""
+        raise AssertionError(argv)
+
+
+def groups(*pairs: tuple[str, str]) -> list[TestGroup]:
+    return [TestGroup(p, 1, "screen") for p in pairs]
+
+
+def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
+    head, log, clock = Head(), gr.RunLog(), iter(range(0, 10**6, 1))
+    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), lambda n, p: {"node": n, "peers": p}, log,
+                           clock=lambda: next(clock), sleep=lambda _: None)  # fmt: skip
+    assert list(figures.values()) == [0.45, 0.45]
+    writes = [c for c in head.calls if c[0] == "python3"]
+    assert len(writes) == 1  # one command writes every config of the round
+    config = json.loads(head.files["/shared/.clusterforge/cert/R1/groups/r1-g0/b.json"])
+    assert config == {"node": "b", "peers": ["a"]}
+    sbatch = [c for c in head.calls if c[0] == "sbatch"]
+    assert len(sbatch) == 2 and all("--reservation=clusterforge_cert" in c for c in sbatch)
+    assert {c[c.index("-J") + 1] for c in sbatch} == {"clusterforge-net-R1-r1"}
+    assert [r.state for r in log.records] == ["done", "done"] and log.records[0].message_bytes == 67108864
+
+
+def test_a_job_that_hangs_is_cancelled_at_the_deadline_and_gives_no_result() -> None:
+    head, log = Head(hang={"c"}), gr.RunLog()
+    ticks = iter([0, 0, JOBS.deadline_s + 1, JOBS.deadline_s + 2])
+    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+                           clock=lambda: next(ticks), sleep=lambda _: None)  # fmt: skip
+    assert figures[groups(("a", "b"))[0]] == 0.45
+    assert figures[groups(("c", "d"))[0]] is None  # never all nodes failed because one job did
+    assert ["scancel", "-n", "clusterforge-net-R1-r1"] in head.calls
+    assert log.records[1].state.startswith("cancelled at the")
+
+
+def test_a_group_that_cannot_be_submitted_gives_no_result_with_the_reason() -> None:
+    head, log = Head(fail_submit={"a"}), gr.RunLog()
+    figures = gr.run_round(
+        head, JOBS, groups(("a", "b")), lambda n, p: {}, log, clock=lambda: 0, sleep=lambda _: None
+    )
+    assert list(figures.values()) == [None]
+    assert "Invalid node name" in log.records[0].state
+
+
+def test_the_planner_loop_ends_with_verdicts() -> None:
+    head = Head()
+    result, log = gr.run_isolation(head, Planner(["a", "b", "c", "d"]), JOBS, lambda n, p: {},
+                                   clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert all(v.ok for v in result.node_verdicts.values()), result.node_verdicts
+    assert result.rounds >= 1 and len(log.records) == result.jobs
+
+
+def test_figures_from_gloo_and_nccl_reports() -> None:
+    gloo = {
+        "checks": [
+            {"id": "gloo-allreduce", "metrics": {"busbw": {"value": 0.44}, "message_bytes": {"value": 8}}}
+        ]
+    }
+    assert gr.group_figure(gloo, "gloo-allreduce") == (0.44, 8.0)
+    nccl = {"checks": [{"id": "nccl-multi-node", "metrics": {
+        "all_reduce.2node.busbw": {"value": 441.0}, "all_reduce.2node.message_bytes": {"value": 2**30},
+    }}]}  # fmt: skip
+    assert gr.group_figure(nccl, "nccl-multi-node") == (441.0, float(2**30))
+    assert gr.group_figure({"checks": [{"id": "gloo-allreduce", "metrics": {"busbw": {"value": "NaN"}}}]},
+                           "gloo-allreduce") == (None, None)  # fmt: skip
+    assert gr.group_figure(None, "x") == (None, None)
+
+
+def test_parse_cat_keeps_missing_and_broken_files_apart() -> None:
+    text = '=== /a/report.json\n{"node": "a"}\n\n=== /b/report.json\n\n=== /c/report.json\n{broken\n'
+    assert gr.parse_cat(text) == {
+        "/a/report.json": {"node": "a"},
+        "/b/report.json": None,
+        "/c/report.json": None,
+    }
+
+
+def test_gpu_pairs_run_one_launcher_with_the_ring_algorithm() -> None:
+    jobs = gr.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True)
+    argv = jobs.sbatch_argv(TestGroup(("n1", "n2"), 2, "confirm"), 0)
+    assert "--export=ALL,NCCL_ALGO=Ring" in argv and not argv[-1].startswith("srun")
+    assert "srun --ntasks-per-node=1" in JOBS.sbatch_argv(TestGroup(("a", "b"), 1, "screen"), 0)[-1]
