@@ -68,6 +68,7 @@ DEFAULT_SIZES: Dict[str, Dict[str, Number]] = {
         "cpu_workers": 2,
         "storage_test_bytes": 16 * _MIB,
         "checkpoint_width": 256,
+        "checkpoint_bytes": 256 * _MIB,
         "checkpoint_world_size": 1,
     },
     "standard": {
@@ -80,6 +81,7 @@ DEFAULT_SIZES: Dict[str, Dict[str, Number]] = {
         "cpu_workers": 2,
         "storage_test_bytes": 256 * _MIB,
         "checkpoint_width": 1024,
+        "checkpoint_bytes": 256 * _MIB,
         "checkpoint_world_size": 1,
     },
     "full": {
@@ -92,6 +94,7 @@ DEFAULT_SIZES: Dict[str, Dict[str, Number]] = {
         "cpu_workers": 4,
         "storage_test_bytes": 1 * _GIB,
         "checkpoint_width": 2048,
+        "checkpoint_bytes": 1 * _GIB,
         "checkpoint_world_size": 1,
     },
 }

@@ -260,6 +260,13 @@ class CertificationProfile(_Strict):
         description="Judge against a stored baseline recorded with other software versions than the spec's "
         "(the verdict says so); default: such a baseline is not applied",
     )
+    checkpoint_mib: int | None = Field(
+        None,
+        ge=1,
+        le=1048576,
+        description="Size of the checkpoint-restart checkpoint per rank in MiB; default: 256 on container "
+        "nodes, 1/16 of one GPU's memory on GPU types (large enough that its rates measure the storage)",
+    )
 
 
 class Certification(_Strict):

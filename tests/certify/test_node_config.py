@@ -85,3 +85,25 @@ def test_unknown_profile_and_type_are_clear_errors() -> None:
         render_node_config(spec, node("node-001", "node", "local", "10.0.0.1"), profile="nope")
     with pytest.raises(NodeConfigError, match="'x9.huge' is not in the hardware catalogue"):
         render_node_config(spec, node("node-001", "node", "x9.huge", "10.0.0.1"))
+
+
+def test_checkpoint_size_defaults_by_type_and_follows_the_profile(tmp_path: Path) -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    local = parse_config(render_node_config(spec, node("node-001", "node", "local", "10.89.42.11")), "quick")
+    assert local.size("checkpoint_bytes") == 256 << 20  # container nodes: at least 256 MiB
+    # the catalogue's ratio floors reach the node
+    hw = load_hardware()
+    for key in ("checkpoint.write_ratio_min", "checkpoint.read_ratio_min"):
+        assert local.threshold(key) == hw.common_thresholds.values[key]
+    prod, _ = load_spec(STACKS / "prod.yaml")
+    p5 = parse_config(render_node_config(prod, node("gpu-001", "gpu", "p5.48xlarge", "10.0.0.5")), "standard")
+    assert p5.size("checkpoint_bytes") == (hw["p5.48xlarge"].gpu.memory_mib // 16) << 20  # from GPU memory
+    text = (
+        (STACKS / "local.yaml")
+        .read_text()
+        .replace("durations: {burnin_seconds: 10", "checkpoint_mib: 64\n      durations: {burnin_seconds: 10")
+    )
+    (tmp_path / "local.yaml").write_text(text)
+    spec, _ = load_spec(tmp_path / "local.yaml")
+    cfg = parse_config(render_node_config(spec, node("node-001", "node", "local", "10.89.42.11")), "quick")
+    assert cfg.size("checkpoint_bytes") == 64 << 20

@@ -37,3 +37,29 @@ def test_bad_save_step_fails_without_running(tmp_path: Path) -> None:
     result = run_check(CheckpointRestart(), make_context(cfg, FakeRunner({})))
     assert result.status == "fail"
     assert "checkpoint_save_step = 4 must be between 1 and checkpoint_steps - 1 (3)" in result.summary
+
+
+def test_width_for_bytes_sizes_the_model_to_the_checkpoint() -> None:
+    from validators.checks.checkpoint import width_for_bytes
+
+    assert width_for_bytes(0) == 0
+    assert width_for_bytes(256 << 20) == 3345  # 24 w^2 ~ 256 MiB
+    assert width_for_bytes(1 << 30) == 6689
+
+
+def test_checkpoint_bytes_sets_the_size_and_the_ratio_floors_judge_it(tmp_path: Path) -> None:
+    """A 4 MiB checkpoint (sizes.checkpoint_bytes) comes out within 5 % of it, and an unreachable
+    write-ratio floor fails with the figure; the old fixed width could not reach that size."""
+    cfg = tiny_cpu_config(tmp_path)
+    cfg["sizes"]["checkpoint_bytes"] = 4 << 20
+    cfg["thresholds"] = {**cfg.get("thresholds", {}), "checkpoint.write_ratio_min": 1000.0}
+    result = run_check(CheckpointRestart(), make_context(cfg, FakeRunner({})))
+    size = result.metrics["ckpt_bytes"]["value"]
+    assert abs(size - (4 << 20)) / (4 << 20) < 0.05, size
+    assert result.status == "fail"
+    assert result.summary.startswith(
+        "checkpoint write rate is "
+    ) and "plain sequential write, below 1000" in (result.summary)
+    assert result.threshold["checkpoint.write_ratio_min"]["value"] == 1000.0
+    for name in ("ckpt_write_rate", "ckpt_read_rate", "plain_write_rate", "plain_read_rate"):
+        assert result.metrics[name]["value"] > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -51,6 +52,23 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
+# ckpt_train.py's model is Linear(w, w), Linear(w, w), Linear(w, 1) in fp32 with AdamW: the
+# checkpoint holds the parameters (~2 w^2 floats) and two optimizer moments of the same size,
+# so ~3 x 2 w^2 x 4 B = 24 w^2 bytes.
+CKPT_BYTES_PER_WIDTH_SQUARED = 24
+
+
+def width_for_bytes(size: int) -> int:
+    """The model width whose checkpoint is about ``size`` bytes (0 for none)."""
+    return math.ceil(math.sqrt(size / CKPT_BYTES_PER_WIDTH_SQUARED)) if size > 0 else 0
+
+
+def checkpoint_width(config) -> int:
+    """sizes.checkpoint_bytes sizes the model so that the rates measure the storage, not the
+    per-file overhead of a tiny checkpoint; sizes.checkpoint_width is a floor (0 bytes: width alone)."""
+    return max(int(config.size("checkpoint_width")), width_for_bytes(int(config.size("checkpoint_bytes"))))
+
+
 class CheckpointRestart(Check):
     id = "checkpoint-restart"
     group = "checkpoint"
@@ -96,7 +114,7 @@ class CheckpointRestart(Check):
 
     def _argv(self, ctx: Context, mode: str, steps: int, extra: List[str]) -> List[str]:
         device = "cuda" if ctx.config.has_gpu else "cpu"
-        width = str(ctx.config.size("checkpoint_width"))
+        width = str(checkpoint_width(ctx.config))
         world = str(max(1, ctx.config.size("checkpoint_world_size")))
         return [
             ctx.python,
@@ -238,6 +256,10 @@ class CheckpointRestart(Check):
         finally:
             if os.path.exists(plain):
                 os.unlink(plain)
+        out.evidence(
+            f"checkpoint of {size / (1 << 20):.1f} MiB (model width {checkpoint_width(ctx.config)}, "
+            f"sizes.checkpoint_bytes {ctx.config.size('checkpoint_bytes')})"
+        )
         rates = {
             "ckpt_write_rate": size / save_s / 1e6,
             "ckpt_read_rate": size / load_s / 1e6,
