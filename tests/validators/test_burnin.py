@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import FakeRunner, captured, gpu_config, make_context
 
 from validators.checks.burnin import DcgmDiag, GpuBurn, MatmulBurnin
@@ -145,3 +146,27 @@ def test_rates_without_a_floor_warn() -> None:
         result.summary
         == "no threshold matmul.tflops_min in NODE.json; rates measured, not judged against a floor"
     )
+
+
+def test_the_nondeterministic_fault_hook_fails_the_cpu_burn_in(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Real workers on the CPU path: with the hook file present, device 1 is one ulp off in one
+    repetition and the check names it; without it the same run passes."""
+    pytest.importorskip("torch")
+    from conftest import tiny_cpu_config
+
+    from validators.runner import run_command
+
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    monkeypatch.setenv("VALIDATORS_FAULT_DIR", str(faults))
+    cfg = tiny_cpu_config(tmp_path)
+    healthy = run_check(MatmulBurnin(), make_context(cfg, run_command))  # type: ignore[arg-type]
+    assert healthy.status == "pass", healthy.summary
+    assert not any("FAULT INJECTION" in line for line in healthy.evidence["lines"])
+    (faults / "nondeterministic").write_text("1\n")
+    faulty = run_check(MatmulBurnin(), make_context(cfg, run_command))  # type: ignore[arg-type]
+    assert faulty.status == "fail"
+    assert faulty.summary.startswith("device 1: result changed across repetitions (1 of ")
+    assert "not bit-identical; 1 element(s) off by up to " in faulty.summary
+    assert any(line.startswith("FAULT INJECTION ACTIVE") for line in faulty.evidence["lines"])
+    assert faulty.metrics["fault_injection"]["value"] == 1

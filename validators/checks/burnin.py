@@ -9,6 +9,7 @@ from validators.checks.base import NVIDIA_SMI_XML, Check, Context
 from validators.checks.checkpoint import last_json, tail
 from validators.checks.gpu import bad_throttle, gpu_label
 from validators.checks.system import read_kernel_log, xid_events
+from validators.faults import active_fault, fault_path
 from validators.profiles import DCGM_LEVEL
 from validators.result import CheckResult, Outcome
 from validators.runner import RC_TIMEOUT, describe_failure
@@ -55,8 +56,15 @@ def judge_matmul(
                 f"device {i}: {rate:.3f} {unit} is {gap:.1f}% below the node median {median:.3f} (limit {gap_pct:g}%)"
             )
         if d["mismatches"]:
+            first = d.get("first_mismatch") or {}
+            detail = (
+                f"; {first['elements']} element(s) off by up to {first['max_abs_diff']:.3g}"
+                if first.get("elements")
+                else ""
+            )
             out.fail(
-                f"device {i}: result changed across repetitions ({d['mismatches']} of {d['reps']} not bit-identical)"
+                f"device {i}: result changed across repetitions "
+                f"({d['mismatches']} of {d['reps']} not bit-identical{detail})"
             )
         digests.setdefault(d["digest"], []).append(i)
     if len(digests) > 1:
@@ -148,6 +156,9 @@ class MatmulBurnin(Check):
             "--seconds",
             f"{seconds:g}",
         ]
+        perturb = self._fault_hook(out, devices)
+        if perturb is not None:
+            argv += ["--perturb-device", str(perturb)]
         out.command(argv)
         timeout = seconds + cfg.duration("workload_timeout_seconds")
         if cfg.has_gpu:
@@ -180,6 +191,21 @@ class MatmulBurnin(Check):
         return out.finish(
             f"{devices} {device_type} device(s), {seconds:g} s: rates within {gap:g}% of the median, bit-identical"
         )
+
+    def _fault_hook(self, out: Outcome, devices: int) -> Optional[int]:
+        """The ``nondeterministic`` test hook (validators/faults.py): which device to perturb, or None."""
+        content = active_fault("nondeterministic")
+        if content is None:
+            return None
+        index = int(content) if content.isdigit() else 0
+        if index >= devices:
+            index = 0
+        out.evidence(
+            f"FAULT INJECTION ACTIVE ({fault_path('nondeterministic')}): device {index}'s second repetition "
+            "is changed by one ulp (a test hook; remove the file on a real node)"
+        )
+        out.metric("fault_injection", 1, "count")
+        return index
 
 
 class DcgmDiag(Check):

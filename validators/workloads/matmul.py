@@ -4,6 +4,10 @@ One process per device (a GPU, or on the CPU path a single-threaded worker). Eac
 same product A @ B from the same seed for ``--seconds``, compares every repetition's result with
 its first one bit for bit, and reports its rate and a sha256 of the result so the caller can
 compare devices. Prints one JSON object.
+
+``--perturb-device I`` is the ``nondeterministic`` fault-injection hook (validators/faults.py,
+tests only): device I changes one element of its second repetition's result by one ulp, as a
+device with flaky arithmetic would, and the caller must catch it.
 """
 
 from __future__ import annotations
@@ -23,14 +27,28 @@ from typing import Any, Dict, List
 warnings.filterwarnings("ignore")
 
 
-def worker(index: int, device_type: str, dim: int, seconds: float, queue: Any, barrier: Any) -> None:
+def worker(
+    index: int, device_type: str, dim: int, seconds: float, queue: Any, barrier: Any, perturb: bool = False
+) -> None:
     try:
-        queue.put(_work(index, device_type, dim, seconds, barrier))
+        queue.put(_work(index, device_type, dim, seconds, barrier, perturb))
     except Exception as exc:  # reported, not raised: the parent must name the device
         queue.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def _work(index: int, device_type: str, dim: int, seconds: float, barrier: Any) -> Dict[str, Any]:
+def _one_ulp(c: Any) -> Any:
+    """``c`` with its first element moved to the next representable value (its bits + 1)."""
+    import torch
+
+    bits = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}[c.dtype]
+    c = c.clone()
+    c.view(-1).view(bits)[0] += 1
+    return c
+
+
+def _work(
+    index: int, device_type: str, dim: int, seconds: float, barrier: Any, perturb: bool
+) -> Dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
@@ -52,12 +70,21 @@ def _work(index: int, device_type: str, dim: int, seconds: float, barrier: Any) 
     sync()
     barrier.wait()  # all devices start timing together: a late starter must not look fast
     reps = mismatches = 0
+    differing: Dict[str, Any] = {}
     start = time.perf_counter()
     while True:
         c = a @ b
         reps += 1
+        if perturb and reps == 2:
+            c = _one_ulp(c)
         if not torch.equal(c, first):
             mismatches += 1
+            if not differing:
+                diff = (c.float() - first.float()).abs()
+                differing = {
+                    "elements": int((diff > 0).sum().item()),
+                    "max_abs_diff": float(diff.max().item()),
+                }
         if reps % 4 == 0:
             sync()
             if time.perf_counter() - start >= seconds:
@@ -72,6 +99,7 @@ def _work(index: int, device_type: str, dim: int, seconds: float, barrier: Any) 
         "seconds": elapsed,
         "gflops": 2.0 * dim**3 * reps / elapsed / 1e9,
         "mismatches": mismatches,
+        "first_mismatch": differing,
         "digest": hashlib.sha256(raw).hexdigest(),
         "dtype": str(dtype).replace("torch.", ""),
     }
@@ -83,6 +111,7 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--devices", type=int, required=True)
     ap.add_argument("--dim", type=int, required=True)
     ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--perturb-device", type=int, default=-1, help="fault-injection hook (tests only)")
     args = ap.parse_args(argv)
     if importlib.util.find_spec("torch") is None:  # say it once, before spawning workers that would each fail
         print(json.dumps({"error": f"torch is not installed for {sys.executable}"}))
@@ -92,7 +121,10 @@ def main(argv: List[str]) -> int:
     queue = ctx.Queue()
     barrier = ctx.Barrier(args.devices)
     procs = [
-        ctx.Process(target=worker, args=(i, args.device_type, args.dim, args.seconds, queue, barrier))
+        ctx.Process(
+            target=worker,
+            args=(i, args.device_type, args.dim, args.seconds, queue, barrier, i == args.perturb_device),
+        )
         for i in range(args.devices)
     ]
     for p in procs:

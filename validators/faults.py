@@ -1,0 +1,33 @@
+"""Fault-injection hooks for tests (off by default): a file on the node switches one on.
+
+An integration test makes one node misbehave without touching its hardware, e.g.
+``podman exec NODE sh -c 'mkdir -p /etc/clusterforge/faults && touch /etc/clusterforge/faults/nondeterministic'``.
+Every check that honours a hook says so in its evidence while it is active, so a report of a
+node with a hook switched on can never be mistaken for a healthy one. Hooks:
+
+- ``nondeterministic`` (matmul-burnin): one repetition of one device's product is changed by one
+  ulp in one element; the file may hold that device's index (default 0).
+
+``VALIDATORS_FAULT_DIR`` moves the folder (unit tests; never set on a real node).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+FAULT_DIR = "/etc/clusterforge/faults"
+
+
+def fault_path(name: str) -> str:
+    return os.path.join(os.environ.get("VALIDATORS_FAULT_DIR") or FAULT_DIR, name)
+
+
+def active_fault(name: str) -> Optional[str]:
+    """The hook file's content (stripped, maybe "") when the hook is on, else None."""
+    path = fault_path(name)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
