@@ -13,8 +13,8 @@ store and the spec's override keys agree. Rules:
 - ``checkpoint-restart`` records ``ckpt_write_rate`` / ``ckpt_read_rate``; its ``plain_*`` rates
   and ratios are the node-side check's own yardstick. ``shared-storage`` records
   ``write_rate`` / ``read_rate``.
-- ``gpu-burn`` reports no rate today (only OK/FAULTY); a per-device rate it records later
-  (``rate_device_<i>``, ``gflops_gpu_<i>``) is picked up by the device rule.
+- ``gpu-burn`` records ``rate_device_<i>`` (GFLOP/s, the median of each GPU's progress figures),
+  picked up by the device rule.
 - Any other metric in a throughput unit (per second) becomes a figure too, so a new check's
   throughput is judged without touching this file. Counts, sizes, ratios, rc and versions are not
   performance figures.

@@ -116,3 +116,10 @@ def test_record_cut_inside_temps() -> None:
     assert [g["iterations"] for g in result["gpus"]] == [21892, 21312]
     assert [g["temp_c"] for g in result["gpus"]] == [62, None]
     assert result["progress_percent"] == 91.7 and result["complete"] is False
+
+
+def test_rate_is_the_median_of_each_gpus_nonzero_progress_figures() -> None:
+    # GPU 0: 47174 52502 52502 52371 52045; GPU 1: (0) 46929 51733 52472 51946 -- the 0 is "not yet reported"
+    result = parse("rtx4090x2_second_gpu_late_cut.txt")
+    assert [g["gflops_median"] for g in result["gpus"]] == [52371.0, (51733.0 + 51946.0) / 2]
+    assert parse("a2000_ok_no_progress.txt")["gpus"][0]["gflops_median"] is None  # no progress line

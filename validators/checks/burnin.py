@@ -259,7 +259,10 @@ class GpuBurn(Check):
     group = "burnin"
     profiles = ("full",)
     needs = ("gpu", "gpu-burn")
-    measures = "gpu-burn for durations.burnin_seconds: every GPU reports OK (read from its output; it exits 0 even when a GPU is faulty)"
+    measures = (
+        "gpu-burn for durations.burnin_seconds: every GPU reports OK (read from its output; it exits 0 even "
+        "when a GPU is faulty); per-GPU Gflop/s from its progress records as rate_device_<i>"
+    )
 
     def applies(self, config) -> Optional[str]:
         reason = super().applies(config)
@@ -278,9 +281,15 @@ class GpuBurn(Check):
         parsed = PARSERS["gpu-burn"](stdout)
         gpus = parsed.get("gpus") or []
         for g in gpus:
+            rate = g.get("gflops_median")
             out.evidence(
                 f"GPU {g.get('index')}: {'OK' if g.get('ok') else 'FAULTY'} errors={g.get('errors')}"
+                + (f", {rate:g} GFLOP/s (median of its progress records)" if rate is not None else "")
             )
+            # Per-device rate for the fleet judge (clusterforge/certify/fleet_metrics.py): a node's
+            # figure is its worst GPU.
+            if rate is not None:
+                out.metric(f"rate_device_{g.get('index')}", rate, "GFLOP/s")
             if not g.get("ok"):
                 out.fail(f"gpu-burn: GPU {g.get('index')} FAULTY ({g.get('errors')} errors)")
         if parsed.get("error"):

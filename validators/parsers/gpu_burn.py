@@ -6,6 +6,11 @@ sometimes printed without a newline between them). The run ends with `Tested N G
 `GPU i: OK|FAULTY` line per GPU. gpu_burn exits 0 even when a GPU is FAULTY, so the verdict must come
 from this text: a run without the final block did not finish, and a run where a GPU never completed
 an iteration (proc'd <= 0) proved nothing about that GPU.
+
+Each progress record's `(N Gflop/s)` is that GPU's rate over the interval since its previous report
+(gpu_burn-drv.cpp `listenClients`: `processed * OPS_PER_MUL / clientTimeDelta`, printed with
+`"%d (%.0f Gflop/s) "`; 0 until the GPU first reports). `gflops` is the last record's figure;
+`gflops_median` the median of the GPU's non-zero figures over every record, the steadier rate.
 """
 
 from __future__ import annotations
@@ -35,6 +40,26 @@ def _last_record(text: str) -> Optional[Dict[str, Any]]:
     return {"percent": float(last.group(1)), "procd": procd, "errors": errors, "temps": temps}
 
 
+def _rates(text: str) -> List[List[float]]:
+    """Per GPU, its non-zero Gflop/s over every progress record, in order."""
+    rates: List[List[float]] = []
+    for record in _RECORD.finditer(text):
+        for index, (_n, gflops) in enumerate(_PROCD.findall(record.group(2))):
+            while len(rates) <= index:
+                rates.append([])
+            if float(gflops) > 0:
+                rates[index].append(float(gflops))
+    return rates
+
+
+def _median(values: List[float]) -> Optional[float]:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def parse_gpu_burn(text: str) -> Dict[str, Any]:
     """Parse gpu_burn output. See the package docstring for the fields."""
     names = {int(i): name for i, name, _uuid in _HEADER.findall(text)}
@@ -42,6 +67,7 @@ def parse_gpu_burn(text: str) -> Dict[str, Any]:
     tested = _TESTED.search(text)
     verdicts = {int(i): word for i, word in _VERDICT.findall(text[tested.end() :])} if tested else {}
     count = max([len(names), len(verdicts), len(record["procd"]) if record else 0])
+    rates = _rates(text)
     gpus: List[Dict[str, Any]] = []
     for index in range(count):
         procd = record["procd"][index] if record and index < len(record["procd"]) else None
@@ -56,6 +82,7 @@ def parse_gpu_burn(text: str) -> Dict[str, Any]:
                 "error_flag": None if error is None or not error[1] else error[1].strip("()!").lower(),
                 "iterations": None if procd is None else procd[0],
                 "gflops": None if procd is None else procd[1],
+                "gflops_median": _median(rates[index]) if index < len(rates) else None,
                 "temp_c": record["temps"][index] if record and index < len(record["temps"]) else None,
             }
         )
