@@ -93,14 +93,16 @@ def fleet_reference(values: Sequence[float], fail_gap: float) -> float:
 
 
 def upper_median(values: Sequence[float]) -> float:
-    """The median of the figures at or above the median.
+    """The median of the upper half of the figures, by rank (the top ceil(n/2) of them).
 
     A fault only lowers a figure, so on a healthy fleet this sits within one noise standard deviation
     of the plain median, and it stays a healthy figure while well over half of the groups fail
     (a small fleet with several faults, or a round of confirmations), where the plain median does not.
+    By rank, not "at or above the median": with 3 nodes and one slow, two of the three pairs are
+    slow and equal the median, and "at or above" would keep them all (a slow reference).
     """
-    middle = statistics.median(values)
-    return statistics.median([v for v in values if v >= middle])
+    top = sorted(values, reverse=True)[: (len(values) + 1) // 2]
+    return statistics.median(top)
 
 
 def subjects(group: TestGroup) -> tuple[str, ...]:
@@ -206,9 +208,14 @@ def _judge_passed(
                     ev.retests.append(r.group.key)
             if (r.group.key, state) not in mine:
                 mine.append((r.group.key, state))
-        if node in ev.suspects and len(passed_with) < 2:
+        # Two good partners clear a suspect, or every partner there is: in a run of 3 nodes a node
+        # with a link fault to one of them has only one other to pass with.
+        failed_partners = {m for key in failed_with for m in key}
+        available = (set(nodes) | ev.good) - {node} - failed_partners - bad
+        needed = max(1, min(2, len(available)))
+        if node in ev.suspects and len(passed_with) < needed:
             ev.needy.append(node)
-            ev.waiting[node] = f"passed with {len(passed_with)} known-good partner(s), needs 2"
+            ev.waiting[node] = f"passed with {len(passed_with)} known-good partner(s), needs {needed}"
         elif pending or any(state == "retest" for _, state in mine):
             ev.waiting[node] = "a retest or a partner's verdict"
         else:

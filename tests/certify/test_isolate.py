@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from clusterforge.certify.isolate import IsolationRules, Planner, TestGroup
+from clusterforge.certify.isolate import IsolationResult, IsolationRules, Planner, TestGroup
 from clusterforge.certify.isolate_evidence import fleet_reference, upper_median
 from clusterforge.certify.isolate_reasons import REASON_MAX
 from clusterforge.certify.isolate_sim import Fleet, node_names, random_fleet, run_planner
@@ -300,3 +300,26 @@ def test_max_rounds_bounds_the_run() -> None:
     assert result.rounds == 1
     assert kinds(result) == {"node-0003": "undetermined", "node-0004": "undetermined"}
     assert "not certified after 1 round(s)" in result.node_verdicts["node-0004"].reason
+
+
+def _run_small(nodes: list[str], slow: set[str], links: list[tuple[str, str]]) -> IsolationResult:
+    planner = Planner(nodes, rules=IsolationRules(fail_gap=0.35, check="gloo-allreduce"))
+    while (groups := planner.next_round()) is not None:
+        for g in groups:
+            bad = set(g.nodes) & slow or any(set(pair) <= set(g.nodes) for pair in links)
+            planner.record(g, 0.002 if bad else 0.45)
+    return planner.verdicts()
+
+
+def test_three_nodes_one_slow_no_baseline_the_slow_one_fails() -> None:
+    # Two of the three pairs hold the slow node: the plain median (and an "at or above the median"
+    # upper median) is then a slow figure and passed everyone.
+    result = _run_small(["n1", "n2", "n3"], {"n3"}, [])
+    assert result.failed() == ["n3"] and result.node_verdicts["n3"].kind == "node-fault"
+
+
+def test_three_nodes_a_link_fault_is_told_apart_with_the_only_other_partner() -> None:
+    result = _run_small(["n1", "n2", "n3"], set(), [("n1", "n2")])
+    assert {v.kind for n, v in result.node_verdicts.items() if n != "n3"} == {"link-fault"}
+    assert result.node_verdicts["n3"].ok
+    assert [v.nodes for v in result.link_verdicts] == [("n1", "n2")]
