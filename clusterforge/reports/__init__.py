@@ -96,5 +96,18 @@ def write_run_html(
     reports_dir, out = Path(reports_dir), Path(out)
     reports = read_reports(reports_dir, nodes, run_ids)
     name = stack or reports_dir.resolve().parent.name
-    write_atomic(out, render_run_html(reports, stack=name, title=title))
+    fleet, network = _side(reports_dir / "fleet.json"), _side(reports_dir / "network-groups.json")
+    if run_ids is not None and network is not None and network.get("run_id") not in set(run_ids.values()):
+        network = None  # another run's group tests
+    html = render_run_html(reports, stack=name, title=title, fleet=fleet, network=network)
+    write_atomic(out, html)
     return out
+
+
+def _side(path: Path) -> dict[str, Any] | None:
+    """A run-level file beside the node folders (fleet.json, network-groups.json), or None."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

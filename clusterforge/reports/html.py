@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
+from clusterforge.reports.fleet_view import fleet_section, network_section
 from clusterforge.reports.summary import (
     STATUSES,
     Chart,
@@ -221,11 +222,18 @@ def _node(run: NodeRun) -> str:
 
 
 def render_run_html(
-    reports: list[dict[str, Any]], *, stack: str, title: str | None = None, generated: str | None = None
+    reports: list[dict[str, Any]],
+    *,
+    stack: str,
+    title: str | None = None,
+    generated: str | None = None,
+    fleet: dict[str, Any] | None = None,
+    network: dict[str, Any] | None = None,
 ) -> str:
     """The page for one certification run. ``reports``: validators report.json dicts (any order, one
     or more per node; ``"kind": "network"`` for a network-report.json) and ``{"node", "missing"}``
-    entries for nodes whose report is absent (shown as "no report")."""
+    entries for nodes whose report is absent (shown as "no report"). ``fleet`` (reports/fleet.json)
+    and ``network`` (reports/network-groups.json) add the fleet view and the group tests."""
     runs = group_runs(reports)
     title = title or f"clusterforge certification: {stack}"
     generated = generated or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -235,7 +243,8 @@ def render_run_html(
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{esc(title)} ({failing} of {len(runs)} not certified)</title>"
         f"<style>{CSS}</style></head><body>"
-        f"{_header(runs, stack, title, generated)}{_matrix(runs, columns(runs))}{_plots(runs)}"
+        f"{_header(runs, stack, title, generated)}{_matrix(runs, columns(runs))}"
+        f"{fleet_section(fleet, reports)}{network_section(network)}{_plots(runs)}"
         f"<section id='nodes'><h2>Nodes</h2>{nodes}</section>"
         "<footer class='meta'><p>Written by clusterforge.reports from the nodes' validators report.json "
         "(schema in validators/SCHEMA.md).</p></footer></body></html>\n"

@@ -45,3 +45,31 @@ def test_an_earlier_runs_network_report_never_shows_as_this_runs(tmp_path: Path)
     assert "no report in this run R2" in html
     # without run ids (older callers) everything is read as before
     assert any(r.get("kind") == "network" and r["node"] == "node-002" for r in read_reports(tmp_path))
+
+
+def test_the_page_shows_the_fleet_view_and_the_group_tests(tmp_path: Path) -> None:
+    for node in ("node-001", "node-002", "node-003"):
+        _write(tmp_path / node, "report.json", "R2")
+    fleet = {
+        "groups": [{"instance_type": "local", "metric": "matmul-burnin.rate", "unit": "GFLOP/s",
+                    "values": {"node-001": 46.5, "node-002": 11.4, "node-003": 47.0},
+                    "reference": 46.5, "reference_kind": "fleet", "warn_at": 39.5, "fail_at": 30.2}],
+        "notes": ["local: baseline not used: <script>"],
+    }  # fmt: skip
+    report = json.loads((tmp_path / "node-002" / "report.json").read_text())
+    report["fleet"] = {"metrics": [{"metric": "matmul-burnin.rate", "status": "fail"}]}
+    (tmp_path / "node-002" / "report.json").write_text(json.dumps(report))
+    (tmp_path / "fleet.json").write_text(json.dumps(fleet))
+    groups = {"run_id": "R2", "rounds": 2, "jobs": 3, "problem": None, "links": [],
+              "groups": [{"round": 1, "purpose": "screen", "nodes": ["node-001", "node-002"], "figure": 0.002,
+                          "state": "done"}, {"round": 1, "purpose": "screen", "nodes": ["node-003"], "figure": None,
+                          "state": "no report"}]}  # fmt: skip
+    (tmp_path / "network-groups.json").write_text(json.dumps(groups))
+    run_ids = dict.fromkeys(("node-001", "node-002", "node-003"), "R2")
+    html = write_run_html(tmp_path, tmp_path / "r.html", stack="s", run_ids=run_ids).read_text()
+    assert "<section id='fleet'>" in html and "matmul-burnin.rate" in html
+    assert "<title>node-002: 11.4 (fail)</title>" in html  # the outlier marked
+    assert "&lt;script&gt;" in html and "<script>" not in html
+    assert "<section id='network'>" in html and "node-001 + node-002" in html and "no result" in html
+    other = write_run_html(tmp_path, tmp_path / "o.html", stack="s", run_ids=dict.fromkeys(run_ids, "R3"))
+    assert "<section id='network'>" not in other.read_text()  # another run's group tests are not shown
