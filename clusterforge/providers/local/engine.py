@@ -102,6 +102,13 @@ class Engine:
             raise EngineError([self.name, *args], proc.returncode, proc.stderr, _hint(proc.stderr, self.name))
         return proc
 
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        """Start ``<engine> ARGS`` without waiting (stdout/stderr piped, text); for a process
+        that must run beside another (a server and its client in two containers)."""
+        return subprocess.Popen(
+            self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.environ()
+        )
+
     def json(self, *args: str) -> Any:
         out = self.run(*args).stdout.strip()
         return json.loads(out) if out else []
