@@ -1,29 +1,36 @@
-"""The whole line on real containers: `invoke up` a local stack with 2 compute nodes, both admitted;
-a second `up` changes nothing; a node whose pinned package drifted is drained by `invoke certify`
-with the failing check as the reason while the other stays idle; `down` leaves nothing behind.
+"""The whole line on real containers, on the session's 3-compute-node stack, in order: `invoke up`
+admitted every node and a second `up` changes nothing; one command at a time per stack (a second
+is refused naming the holder, a killed holder's lock is taken over); a node whose slurmd stopped
+is drained alone; a node whose pinned package drifted is drained by `invoke certify` with the
+failing check as the reason while the others stay idle (then repaired by `up`).
 
-The stack gets its own name, network and state folder (never clashes with a user's `local`).
+Each fault test asserts both halves: the faulted node drained with the right reason, every other
+node idle and out of the certification hold; and it leaves the stack healthy for the next test.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
-from pathlib import Path
+import time
 
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-INVOKE = str(Path(sys.executable).parent / "invoke")
+from tests.integration.stack import (
+    COMPUTE,
+    INVOKE,
+    ROOT,
+    Stack,
+    assert_serving,
+    podman,
+    sinfo,
+    wait_for,
+)
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("podman") is None, reason="needs podman (scripts/setup.sh installs it)"),
-]
+pytestmark = pytest.mark.integration
 
 # Replace node-002's slurmd by the same build relabelled 22.05.7-1: a pinned package at another
 # version (what an unattended upgrade or a hand-installed .deb does), slurmd itself still works.
@@ -40,85 +47,98 @@ dpkg-query -W -f='${Version}' slurmd
 """
 
 
-def cf(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [INVOKE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    sys.stdout.write(
-        f"$ invoke {' '.join(args)} -> {proc.returncode}\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}\n"
-    )
-    return proc
+@pytest.mark.timeout(1500)
+def test_up_admits_every_node_and_a_second_up_changes_nothing(local_stack: Stack) -> None:
+    assert local_stack.first_up is not None and local_stack.first_up.returncode == 0
+    rows = local_stack.status()
+    for node in COMPUTE:
+        assert rows[node]["certification"] == "certified", rows[node]
+        assert rows[node]["slurm_state"] == "idle", rows[node]
+    assert {n: s for n, (s, _) in sinfo(local_stack.name).items()} == dict.fromkeys(COMPUTE, "idle")
+    certified_at = {n: rows[n]["certified_at"] for n in COMPUTE}
 
-
-def podman(*args: str) -> str:
-    """The engine through the project's wrapper (its own configuration, never the machine's)."""
-    from clusterforge.providers.local.engine import detect_engine
-
-    return detect_engine("podman").run(*args, timeout=120).stdout
-
-
-def sinfo(stack: str) -> dict[str, tuple[str, str]]:
-    out = podman("exec", f"{stack}-head-001", "sinfo", "-h", "-N", "-o", "%N %T %E")
-    rows = {}
-    for line in out.splitlines():
-        name, state, reason = (line.split(None, 2) + [""])[:3]
-        rows[name] = (state, reason)
-    return rows
+    second = local_stack.cf("up")
+    assert second.returncode == 0
+    assert "Ansible changes: 0;" in second.stdout
+    rows = local_stack.status()
+    assert {n: rows[n]["certified_at"] for n in certified_at} == certified_at  # nothing re-certified
 
 
 @pytest.mark.timeout(1500)
-def test_local_stack_end_to_end(tmp_path: Path) -> None:
-    from clusterforge.providers.local.engine import detect_engine
-    from tests.fixtures.nodes import _free_cidr  # the provider fixtures' free-subnet finder
-
-    stack = f"it{os.getpid()}"
-    spec = yaml.safe_load((ROOT / "stacks" / "local.yaml").read_text())
-    spec["stack"] = stack
-    spec["provider"]["network_cidr"] = str(_free_cidr(detect_engine("podman")))
-    for pool in spec["node_pools"]:
-        if pool["role"] == "gpu":
-            pool["count"] = 2
-    spec_file = tmp_path / f"{stack}.yaml"
-    spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
-    env = dict(os.environ, CLUSTERFORGE_STATE_DIR=str(tmp_path / "state"))
-    for var in ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP"):
-        env[var] = str(tmp_path / var.lower())
+def test_one_command_per_stack_and_a_killed_holders_lock_is_taken_over(local_stack: Stack) -> None:
+    lock = local_stack.state / "lock"
+    first = subprocess.Popen(
+        [INVOKE, "certify", "--spec", str(local_stack.spec)],
+        cwd=ROOT, env=local_stack.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: the kill below takes all of it
+    )  # fmt: skip
     try:
-        first = cf("up", "--spec", str(spec_file), env=env)
-        assert first.returncode == 0, "first up failed"
-        rows = {
-            r["node"]: r for r in json.loads(cf("status", "--spec", str(spec_file), "--json", env=env).stdout)
-        }
-        for node in ("node-001", "node-002"):
-            assert rows[node]["certification"] == "certified", rows[node]
-            assert rows[node]["slurm_state"] == "idle", rows[node]
-        assert {n: s for n, (s, _) in sinfo(stack).items()} == {"node-001": "idle", "node-002": "idle"}
-        certified_at = {n: rows[n]["certified_at"] for n in ("node-001", "node-002")}
-
-        second = cf("up", "--spec", str(spec_file), env=env)
-        assert second.returncode == 0
-        assert "Ansible changes: 0;" in second.stdout
-        rows = {
-            r["node"]: r for r in json.loads(cf("status", "--spec", str(spec_file), "--json", env=env).stdout)
-        }
-        assert {n: rows[n]["certified_at"] for n in certified_at} == certified_at  # nothing re-certified
-
-        drifted = podman("exec", f"{stack}-node-002", "sh", "-c", DRIFT).strip()
-        assert drifted == "22.05.7-1"
-        recert = cf("certify", "--spec", str(spec_file), env=env)
-        assert recert.returncode == 1  # a node failed
-        states = sinfo(stack)
-        assert states["node-001"] == ("idle", "none")
-        assert states["node-002"][0] == "drained"
-        assert states["node-002"][1].startswith("clusterforge: software-versions:"), states["node-002"]
-        assert "22.05.7" in states["node-002"][1]
-        report = json.loads((tmp_path / "state" / stack / "reports" / "node-002" / "report.json").read_text())
-        assert report["verdict"] == "fail"
+        holder = wait_for("certify to take the lock", lambda: lock.exists() and lock.read_text().strip(), 120)
+        record = json.loads(holder)
+        assert record["pid"] == first.pid and record["command"].startswith("invoke certify")
+        for command in ("up", "certify", "down"):
+            refused = local_stack.cf(command, *(["--yes"] if command == "down" else []), timeout=120)
+            assert refused.returncode == 2, (command, refused.stderr)
+            assert f"stack {local_stack.name!r} is busy" in refused.stderr
+            assert f"pid {first.pid}" in refused.stderr and "invoke certify" in refused.stderr
+        assert (
+            len(podman("ps", "-q", "--filter", f"label=clusterforge.stack={local_stack.name}").split()) == 4
+        )
+        # Cut the certification short while it holds the nodes, as a crash or OOM kill would.
+        wait_for(
+            "the nodes to be held",
+            lambda: any("$" in s or s == "maint" for s, _ in sinfo(local_stack.name).values()),
+            300,
+        )
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(30)
     finally:
-        down = cf("down", "--spec", str(spec_file), "--yes", env=env, timeout=300)
-        shutil.rmtree(ROOT / "inventories" / stack, ignore_errors=True)
-    assert down.returncode == 0
-    label = f"label=clusterforge.stack={stack}"
-    assert podman("ps", "-a", "-q", "--filter", label).strip() == ""
-    assert podman("network", "ls", "-q", "--filter", label).strip() == ""
-    assert podman("volume", "ls", "-q", "--filter", label).strip() == ""
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(30)
+    after = local_stack.cf("up")
+    assert after.returncode == 0
+    assert "taking over the lock left by `invoke certify" in after.stderr
+    assert f"pid {first.pid}" in after.stderr
+    assert lock.read_text() == ""  # released cleanly
+    assert_serving(local_stack, COMPUTE)  # the cut-short certification was done again, nobody left held
+
+
+@pytest.mark.timeout(1200)
+def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> None:
+    local_stack.node("node-002", "systemctl", "stop", "slurmd")
+    started = time.monotonic()
+    run = local_stack.cf("certify", timeout=900)  # the network job's whole-life deadline is within this
+    took = time.monotonic() - started
+    sys.stdout.write(f"certify with a silent slurmd took {took:.0f} s\n")
+    assert run.returncode == 1
+    states = sinfo(local_stack.name)
+    assert states["node-002"][0] == "drained", states
+    reason = states["node-002"][1]
+    assert reason.startswith("clusterforge: slurmd-responding:") and "slurmd" in reason, reason
+    assert_serving(local_stack, ["node-001", "node-003"])
+    # Back: slurmd started, the node certified again on its own and admitted.
+    local_stack.node("node-002", "systemctl", "start", "slurmd")
+    again = local_stack.cf("certify", "--nodes", "node-002")
+    assert again.returncode == 0
+    assert_serving(local_stack, COMPUTE)
+
+
+@pytest.mark.timeout(900)
+def test_a_drifted_pinned_package_drains_that_node_only(local_stack: Stack) -> None:
+    drifted = local_stack.node("node-002", "sh", "-c", DRIFT).strip()
+    assert drifted == "22.05.7-1"
+    recert = local_stack.cf("certify")
+    assert recert.returncode == 1  # a node failed
+    states = sinfo(local_stack.name)
+    assert states["node-002"][0] == "drained"
+    assert states["node-002"][1].startswith("clusterforge: software-versions:"), states["node-002"]
+    assert "22.05.7" in states["node-002"][1]
+    assert_serving(local_stack, ["node-001", "node-003"])
+    report = json.loads((local_stack.state / "reports" / "node-002" / "report.json").read_text())
+    assert report["verdict"] == "fail"
+    # `up` repairs the drift (the pinned version again) and certifies the node again.
+    repaired = local_stack.cf("up")
+    assert repaired.returncode == 0
+    assert local_stack.node("node-002", "dpkg-query", "-W", "-f=${Version}", "slurmd").startswith("22.05.8")
+    assert_serving(local_stack, COMPUTE)
