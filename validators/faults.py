@@ -7,6 +7,8 @@ node with a hook switched on can never be mistaken for a healthy one. Hooks:
 
 - ``nondeterministic`` (matmul-burnin): one repetition of one device's product is changed by one
   ulp in one element; the file may hold that device's index (default 0).
+- ``corrupt-checkpoint`` (checkpoint-restart): one byte in the middle of the largest checkpoint
+  shard is flipped between the save and the resume (data corrupted at rest).
 
 ``VALIDATORS_FAULT_DIR`` moves the folder (unit tests; never set on a real node).
 """

@@ -63,3 +63,19 @@ def test_checkpoint_bytes_sets_the_size_and_the_ratio_floors_judge_it(tmp_path: 
     assert result.threshold["checkpoint.write_ratio_min"]["value"] == 1000.0
     for name in ("ckpt_write_rate", "ckpt_read_rate", "plain_write_rate", "plain_read_rate"):
         assert result.metrics[name]["value"] > 0
+
+
+def test_the_corrupt_checkpoint_hook_is_caught_as_a_changed_shard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "corrupt-checkpoint").write_text("")
+    monkeypatch.setenv("VALIDATORS_FAULT_DIR", str(faults))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    result = run_check(CheckpointRestart(), make_context(tiny_cpu_config(shared), FakeRunner({})))
+    assert result.status == "fail"
+    assert "checkpoint shard __0_0.distcp changed on " in result.summary
+    assert "between save and resume (sha256 " in result.summary
+    assert any(line.startswith("FAULT INJECTION ACTIVE") for line in result.evidence["lines"])

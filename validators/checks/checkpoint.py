@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from validators.checks.base import Check, Context
 from validators.checks.system import write_read
+from validators.faults import active_fault, fault_path
 from validators.result import CheckResult, Outcome
 
 
@@ -153,14 +154,28 @@ class CheckpointRestart(Check):
         if not shards:
             out.fail(f"no checkpoint files in {ckpt} after the save was reported")
             return
+        saved_sha = {name: sha256_file(os.path.join(ckpt, name)) for name in shards}
         for name in shards:
-            out.evidence(f"shard {name}: sha256 {sha256_file(os.path.join(ckpt, name))}")
+            out.evidence(f"shard {name}: sha256 {saved_sha[name]}")
+        self._corrupt_hook(out, ckpt, shards)
         resume_argv = self._argv(ctx, "resume", steps, ["--ckpt", ckpt])
         out.command(resume_argv)
         res = subprocess.Popen(
             resume_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
         res_out, res_err = finish_group(res, timeout)
+        # What the resume read must be what the save wrote: a changed shard is the storage's fault.
+        for name in shards:
+            now = (
+                sha256_file(os.path.join(ckpt, name))
+                if os.path.exists(os.path.join(ckpt, name))
+                else "missing"
+            )
+            if now != saved_sha[name]:
+                out.fail(
+                    f"checkpoint shard {name} changed on {os.path.dirname(ckpt)} between save and resume "
+                    f"(sha256 {saved_sha[name][:12]} -> {now[:12]})"
+                )
         if res.returncode != 0:
             out.fail(f"resume run failed (rc {res.returncode}): {tail(res_err or res_out)}")
             return
@@ -175,6 +190,24 @@ class CheckpointRestart(Check):
         out.metric("world_size", int(resumed.get("world_size") or 1), "ranks")
         self._compare(out, reference, resumed, save_step, steps)
         self._rates(ctx, out, ckpt, saved, resumed)
+
+    def _corrupt_hook(self, out: Outcome, ckpt: str, shards: List[str]) -> None:
+        """The ``corrupt-checkpoint`` test hook (validators/faults.py): flip one byte in the middle
+        of the largest shard after the save, as storage that corrupts data at rest would."""
+        if active_fault("corrupt-checkpoint") is None:
+            return
+        name = max(shards, key=lambda n: os.path.getsize(os.path.join(ckpt, n)))
+        path = os.path.join(ckpt, name)
+        with open(path, "r+b") as fh:
+            fh.seek(os.path.getsize(path) // 2)
+            byte = fh.read(1)
+            fh.seek(-1, os.SEEK_CUR)
+            fh.write(bytes([byte[0] ^ 0xFF]))
+        out.evidence(
+            f"FAULT INJECTION ACTIVE ({fault_path('corrupt-checkpoint')}): one byte of shard {name} flipped "
+            "after the save (a test hook; remove the file on a real node)"
+        )
+        out.metric("fault_injection", 1, "count")
 
     def _run_and_kill(self, out: Outcome, argv: List[str], timeout: float) -> Optional[Dict[str, Any]]:
         """Start the training run, wait for its ``SAVED k`` line, SIGKILL it; return its save record."""
