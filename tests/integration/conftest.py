@@ -10,6 +10,14 @@ import pytest
 from tests.integration.stack import Stack, bring_up
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The first integration test also pays for the shared stack's `up` (minutes on 2 cores):
+    every integration test gets an hour, so a slow machine fails on asserts, not on the clock."""
+    for item in items:
+        if "tests/integration/" in str(item.fspath) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(3600))
+
+
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if shutil.which("podman") is None:

@@ -115,7 +115,7 @@ def bring_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         env[var] = str(tmp_path / var.lower())
     made = Stack(name, spec_file, env, tmp_path / "state" / name)
     try:
-        first = made.cf("up")
+        first = made.cf("up", timeout=2400)
         assert first.returncode == 0, "the first `invoke up` of the integration stack failed"
         made.first_up = first
         yield made

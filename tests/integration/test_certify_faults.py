@@ -43,7 +43,6 @@ def container(stack: Stack, node: str) -> str:
     return f"{stack.name}-{node}"
 
 
-@pytest.mark.timeout(1800)
 def test_the_healthy_stack_is_certified_three_times_in_a_row(local_stack: Stack) -> None:
     for attempt in range(1, 4):
         run = local_stack.cf("certify")
@@ -55,7 +54,6 @@ def test_the_healthy_stack_is_certified_three_times_in_a_row(local_stack: Stack)
     assert "network.2node.busbw" in metrics, sorted(metrics)
 
 
-@pytest.mark.timeout(900)
 def test_a_cpu_capped_node_is_drained_against_the_reference(local_stack: Stack) -> None:
     podman("update", "--cpus", "0.15", container(local_stack, "node-002"))
     try:
@@ -68,7 +66,6 @@ def test_a_cpu_capped_node_is_drained_against_the_reference(local_stack: Stack) 
     restore(local_stack, "node-002")
 
 
-@pytest.mark.timeout(900)
 def test_non_deterministic_compute_is_drained(local_stack: Stack) -> None:
     hook = "mkdir -p /etc/clusterforge/faults && echo 0 > /etc/clusterforge/faults/nondeterministic"
     local_stack.node("node-003", "sh", "-c", hook)
@@ -82,7 +79,6 @@ def test_non_deterministic_compute_is_drained(local_stack: Stack) -> None:
     restore(local_stack, "node-003")
 
 
-@pytest.mark.timeout(900)
 def test_a_pinned_packages_hold_removed_is_drained(local_stack: Stack) -> None:
     local_stack.node("node-001", "apt-mark", "unhold", "munge")
     try:
@@ -96,7 +92,6 @@ def test_a_pinned_packages_hold_removed_is_drained(local_stack: Stack) -> None:
     restore(local_stack, "node-001")
 
 
-@pytest.mark.timeout(1200)
 def test_a_removed_pinned_package_is_drained_and_up_repairs_it(local_stack: Stack) -> None:
     local_stack.node("node-002", "dpkg", "--remove", "--force-depends", "--force-hold", "nvidia-smi")
     run = local_stack.cf("certify", "--nodes", "node-002")
@@ -108,7 +103,6 @@ def test_a_removed_pinned_package_is_drained_and_up_repairs_it(local_stack: Stac
     assert_serving(local_stack, COMPUTE)
 
 
-@pytest.mark.timeout(900)
 def test_a_rate_limited_link_drains_that_node_with_two_partners(local_stack: Stack) -> None:
     slow = "tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms"
     local_stack.node("node-003", "sh", "-c", slow)
@@ -134,7 +128,6 @@ def _limit_to(stack: Stack, node: str, peer_address: str) -> None:
         stack.node(node, "sh", "-c", cmd)
 
 
-@pytest.mark.timeout(1200)
 def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack: Stack) -> None:
     hosts = local_stack.node("node-001", "getent", "hosts", "node-001", "node-002").split()
     ip = {hosts[i + 1]: hosts[i] for i in range(0, len(hosts), 2)}

@@ -47,7 +47,6 @@ dpkg-query -W -f='${Version}' slurmd
 """
 
 
-@pytest.mark.timeout(1500)
 def test_up_admits_every_node_and_a_second_up_changes_nothing(local_stack: Stack) -> None:
     assert local_stack.first_up is not None and local_stack.first_up.returncode == 0
     rows = local_stack.status()
@@ -64,7 +63,6 @@ def test_up_admits_every_node_and_a_second_up_changes_nothing(local_stack: Stack
     assert {n: rows[n]["certified_at"] for n in certified_at} == certified_at  # nothing re-certified
 
 
-@pytest.mark.timeout(1500)
 def test_one_command_per_stack_and_a_killed_holders_lock_is_taken_over(local_stack: Stack) -> None:
     lock = local_stack.state / "lock"
     first = subprocess.Popen(
@@ -104,7 +102,6 @@ def test_one_command_per_stack_and_a_killed_holders_lock_is_taken_over(local_sta
     assert_serving(local_stack, COMPUTE)  # the cut-short certification was done again, nobody left held
 
 
-@pytest.mark.timeout(1200)
 def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> None:
     local_stack.node("node-002", "systemctl", "stop", "slurmd")
     started = time.monotonic()
@@ -124,7 +121,6 @@ def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> Non
     assert_serving(local_stack, COMPUTE)
 
 
-@pytest.mark.timeout(900)
 def test_a_drifted_pinned_package_drains_that_node_only(local_stack: Stack) -> None:
     drifted = local_stack.node("node-002", "sh", "-c", DRIFT).strip()
     assert drifted == "22.05.7-1"
