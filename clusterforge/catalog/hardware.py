@@ -64,6 +64,12 @@ class NetworkSpec(_Data):
     efa_interfaces: int = Field(ge=0, description="Maximum EFA interfaces")
     network_cards: int = Field(ge=1)
     enis_max: int = Field(ge=1, description="Maximum network interfaces over all cards")
+    infiniband_ports: int = Field(
+        0, ge=0, description="Compute-fabric InfiniBand HCA ports (bare metal); 0: none"
+    )
+    infiniband_rate_gbps: float | None = Field(
+        None, gt=0, description="Rate per compute port in Gb/s as ibstat/sysfs print it (400 NDR, 200 HDR)"
+    )
     source: list[str] = Field(min_length=1)
 
 
@@ -166,7 +172,7 @@ class FleetRules(_Judged):
 
 class InstanceType(_Data):
     name: str
-    provider: Literal["aws", "local"]
+    provider: Literal["aws", "local", "static"]  # static: a bare-metal system (a static spec picks it)
     vcpus: int = Field(ge=1)
     memory_mib: int = Field(ge=1)
     container: bool = Field(False, description="The `local` container node: no GPU, no EFA")

@@ -47,16 +47,37 @@ def command_prefix(node: Node, interactive: bool = False) -> list[str]:
     if kind == "local":
         return []
     if kind in ("ssh", "ansible.builtin.ssh", "paramiko"):
-        argv = ["ssh", "-o", "BatchMode=yes"]
-        if conn.get("ansible_port"):
-            argv += ["-p", str(conn["ansible_port"])]
-        if conn.get("ansible_user"):
-            argv += ["-l", conn["ansible_user"]]
-        return [*argv, host, "--"]
+        return ssh_prefix(conn, host)
     raise RemoteError(
         f"{node.name}: cannot run commands over ansible_connection {kind!r} yet "
         "(supported: containers.podman.podman, community.docker.docker, ssh, local)"
     )
+
+
+def ssh_prefix(conn: dict[str, str], host: str) -> list[str]:
+    """``ssh ... host --`` with the same settings Ansible uses for the node: its common and extra
+    args (host-key policy, known_hosts, jump host: clusterforge/providers/static/ssh.py writes
+    them), key file, port and user. Options come first: ssh keeps the first value of each."""
+    argv = ["ssh", *shlex.split(conn.get("ansible_ssh_common_args", ""))]
+    argv += shlex.split(conn.get("ansible_ssh_extra_args", ""))
+    argv += ["-o", "BatchMode=yes"]
+    if conn.get("ansible_port"):
+        argv += ["-p", str(conn["ansible_port"])]
+    if conn.get("ansible_ssh_private_key_file"):
+        argv += ["-i", conn["ansible_ssh_private_key_file"]]
+    if conn.get("ansible_user"):
+        argv += ["-l", conn["ansible_user"]]
+    return [*argv, host, "--"]
+
+
+def become_prefix(node: Node) -> list[str]:
+    """``sudo -n --`` for a node whose connection says ``ansible_become`` (a non-root SSH user):
+    admission's scontrol and the validators need root, as the roles do."""
+    conn = node.connection
+    if str(conn.get("ansible_become", "")).lower() not in ("1", "true", "yes", "on"):
+        return []
+    user = conn.get("ansible_become_user", "root")
+    return ["sudo", "-n", *(["-u", user] if user != "root" else []), "--"]
 
 
 def node_runner(node: Node, timeout_s: float = 120.0) -> Runner:
@@ -67,7 +88,7 @@ def node_runner(node: Node, timeout_s: float = 120.0) -> Runner:
     def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         prefix = command_prefix(node, interactive=stdin is not None)
         # ssh joins its arguments into one shell line: quote them so argv survives.
-        tail = [shlex.join(argv)] if prefix[:1] == ["ssh"] else argv
+        tail = [shlex.join([*become_prefix(node), *argv])] if prefix[:1] == ["ssh"] else argv
         try:
             proc = subprocess.run(
                 [*prefix, *tail],

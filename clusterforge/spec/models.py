@@ -70,11 +70,45 @@ class LocalProvider(_Strict):
     network_cidr: IPv4Network = Field(IPv4Network("10.89.42.0/24"), description="Private container network")
 
 
+class StaticSsh(_Strict):
+    """How clusterforge and Ansible reach existing machines; a host's own ``ansible_user``,
+    ``ansible_port``, ``ansible_ssh_private_key_file``, ``ansible_become`` and
+    ``clusterforge_ssh_jump_host`` in the inventory win over these defaults."""
+
+    user: str | None = Field(
+        None, description="SSH user. Unset: the inventory's ansible_user, else your login name"
+    )
+    private_key: str | None = Field(
+        None,
+        description="Private key file (relative to the repository root or absolute). Unset: ssh's own keys/agent",
+    )
+    port: int = Field(22, ge=1, le=65535)
+    jump_host: str | None = Field(
+        None,
+        pattern=r"^([A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+(:\d{1,5})?$",
+        description="[user@]host[:port] every connection goes through (checked against the same known hosts)",
+    )
+    become: bool = Field(
+        True, description="Use sudo on the hosts (needed unless user is root); checked at preflight"
+    )
+    host_keys: Literal["known-hosts", "trust-on-first-use"] = Field(
+        "known-hosts",
+        description="known-hosts: every host key must already be in known_hosts (StrictHostKeyChecking=yes); "
+        "trust-on-first-use: a host never seen is recorded on first contact (accept-new), a changed key still fails",
+    )
+    known_hosts: str | None = Field(
+        None,
+        description="known_hosts file the host keys are checked against (and recorded in, for trust-on-first-use). "
+        "Unset: ssh's own (~/.ssh/known_hosts)",
+    )
+
+
 class StaticProvider(_Strict):
     """Existing machines, from a hand-written Ansible inventory."""
 
     kind: Literal["static"]
     inventory: str = Field(description="Path to the inventory file, relative to the repository root")
+    ssh: StaticSsh = StaticSsh()
 
 
 Provider = Annotated[AwsProvider | LocalProvider | StaticProvider, Field(discriminator="kind")]

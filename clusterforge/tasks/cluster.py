@@ -153,6 +153,10 @@ def status(c: Context, stack: str = "", spec: str = "", json: bool = False, wide
 def down(c: Context, stack: str = "", spec: str = "", yes: bool = False, wait: bool = False) -> None:
     """Destroy a stack: its nodes, network and volumes (asks first, naming the stack and what goes)."""
     cluster = load(stack, spec)
+    if cluster.provider.kind == "static":  # nothing of the machines is clusterforge's to destroy
+        from clusterforge.providers.static import REFUSE_DOWN
+
+        raise Exit(REFUSE_DOWN.format(stack=cluster.stack), code=2)
     with locked(cluster.stack, "down", wait):
         _down(cluster, yes)
 

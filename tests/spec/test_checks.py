@@ -60,7 +60,7 @@ CASES = [
         "error",
         "node_pools[1].instance_type",
         "p5.48xlarg",
-        ["unknown instance type 'p5.48xlarg'", "did you mean 'p5.48xlarge'?", "valid: g5.xlarge"],
+        ["unknown instance type 'p5.48xlarg'", "did you mean 'p5.48xlarge'?", "valid: dgx-h100, g5.xlarge"],
     ),
     (
         "local-type-on-aws",
