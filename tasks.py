@@ -37,6 +37,11 @@ from clusterforge.tasks import plan as plan_tasks  # noqa: E402
 
 ns.add_task(plan_tasks.plan)
 
+# drift (what `up` would converge, and why; changes nothing)
+from clusterforge.tasks import drift as drift_tasks  # noqa: E402
+
+ns.add_task(drift_tasks.drift)
+
 # baseline.show, baseline.export, baseline.import (fleet judging)
 from clusterforge.tasks import baseline as baseline_tasks  # noqa: E402
 

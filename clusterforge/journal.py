@@ -63,6 +63,9 @@ class NodeRecord:
     # What the last successful converge gave this node (clusterforge.plan.applied): the base
     # `invoke plan` compares with when no --base is given.
     applied: dict[str, Any] = field(default_factory=dict)
+    # The drift baseline (clusterforge.drift.decide.Baseline): input fingerprints and the digest of
+    # what the roles manage, right after the last successful converge; {} when none is trusted.
+    drift: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeRecord:
@@ -196,6 +199,14 @@ class Journal:
         with self._lock:
             rec = self.nodes.setdefault(node, NodeRecord())
             rec.applied = applied
+            rec.updated = now_iso()
+            self._save()
+
+    def record_drift(self, node: str, baseline: dict[str, Any]) -> None:
+        """Keep the node's drift baseline (``{}``: none, so the next `up` converges it)."""
+        with self._lock:
+            rec = self.nodes.setdefault(node, NodeRecord())
+            rec.drift = baseline
             rec.updated = now_iso()
             self._save()
 

@@ -47,6 +47,7 @@ class Options:
     recertify: bool = False
     profile: str | None = None  # certification profile override (else each pool's own)
     only: frozenset[str] | None = None  # certify: these nodes only
+    converge: bool = False  # up --converge: run Ansible on every node, even where no drift is found
 
 
 @dataclass

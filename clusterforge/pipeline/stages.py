@@ -4,14 +4,19 @@
   machine behind it (a replaced container starts over); the inventory is rendered.
 - configure: ``playbooks/site.yml`` limited to the batch. A compute node never runs before its
   head node's configuration: it goes in the head's batch (site.yml runs the controller play
-  first) or after it; a failed head blocks the compute nodes. Configure always runs (a converged node reports zero
-  changes); a change on a certified node makes its certification stale.
+  first) or after it; a failed head blocks the compute nodes. A node whose inputs and digest
+  are those its last converge recorded is skipped ("unchanged since 12:03, digest matches",
+  clusterforge/drift/); the rest converge, the reason (what changed) leading their result;
+  ``up --converge`` converges all. A change on a certified node makes its certification stale.
 - certify: compute nodes only (see certify_stage.py).
 """
 
 from __future__ import annotations
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.drift.decide import Decision
+from clusterforge.drift.nodes import decisions as drift_decisions
+from clusterforge.drift.nodes import nodes_now, record_baselines
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import StackContext
 from clusterforge.pipeline.scheduler import BaseStage, Gate, NodeProgress, StageResult, Status
@@ -88,6 +93,26 @@ class ConfigureStage(BaseStage):
 
     def run(self, nodes: list[str]) -> dict[str, StageResult]:
         ctx = self.ctx
+        live = {n: ctx.nodes[n] for n in nodes if n in ctx.nodes}
+        now = nodes_now(ctx.spec, live.values(), ctx.paths.inventory, ctx.playbooks)
+        decided = drift_decisions(ctx.journal, live, now, ctx.runner, force=ctx.options.converge)
+        out: dict[str, StageResult] = {}
+        for name, decision in decided.items():
+            if not decision.converge:
+                ctx.journal.mark_done(name, "configured")
+                out[name] = StageResult(True, decision.why)
+        rest = [n for n in nodes if n not in out]
+        for name in rest:
+            if name in decided and decided[name].changes:
+                ctx.board.note(name, decided[name].why)
+        if rest:
+            out.update(self._converge(rest, decided))
+            converged = {n: live[n] for n in rest if n in live and out[n].ok}
+            record_baselines(ctx.journal, converged, now, ctx.runner)
+        return out
+
+    def _converge(self, nodes: list[str], decided: dict[str, Decision]) -> dict[str, StageResult]:
+        ctx = self.ctx
         run = PlaybookRun(
             self.playbook,
             ctx.hosts_file,
@@ -128,8 +153,10 @@ class ConfigureStage(BaseStage):
                     if host
                     else ""
                 )
+                # Where a baseline existed, say first why the node was converged (what drifted).
+                why = decided[name].why + " -> " if name in decided and decided[name].changes else ""
                 out[name] = StageResult(
-                    True, f"{changed} changed" + (f": {what}" if what else ""), changed=changed
+                    True, why + f"{changed} changed" + (f": {what}" if what else ""), changed=changed
                 )
                 continue
             elif result.status in ("canceled", "timeout"):

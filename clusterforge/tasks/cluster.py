@@ -50,6 +50,7 @@ def with_compute_count(spec: ClusterSpec, count: int) -> ClusterSpec:
         "nodes": "number of compute nodes (overrides the spec's compute pool count)",
         "dry_run": "print the plan (nodes, playbooks, checks) and change nothing",
         "recertify": "certify nodes again even when the journal says they passed",
+        "converge": "run Ansible on every node, even where inputs and digest are unchanged",
         "wait": _HELP_WAIT,
     }
 )
@@ -61,13 +62,16 @@ def up(
     nodes: int = 0,
     dry_run: bool = False,
     recertify: bool = False,
+    converge: bool = False,
     wait: bool = False,
 ) -> None:
     """Bring a stack up: provision -> configure -> certify -> admit, node by node.
 
     Each node moves on as soon as it is ready; a failing node is drained/quarantined with the
     reason and the others go on. Ends with a summary; exit 1 if any node failed. Running it again
-    resumes; on a converged stack it changes nothing and certifies nothing (unless --recertify).
+    resumes; on a converged stack it changes nothing and certifies nothing (unless --recertify):
+    a node whose inputs and digest of managed state are those of its last converge is skipped
+    ("unchanged since 12:03, digest matches"); --converge runs Ansible on every node anyway.
     """
     from clusterforge.pipeline.context import Options
     from clusterforge.pipeline.up import up as run_up
@@ -79,7 +83,7 @@ def up(
         outcome = run_up(cluster, Options(recertify=recertify), dry_run=True)
     else:
         with locked(cluster.stack, "up", wait):
-            outcome = run_up(cluster, Options(recertify=recertify))
+            outcome = run_up(cluster, Options(recertify=recertify, converge=converge))
     if outcome.code:
         raise Exit(code=outcome.code)
 
