@@ -256,6 +256,33 @@ def run_isolation(
     return planner.verdicts(), log
 
 
+def scaling_sizes(count: int) -> list[int]:
+    """Group sizes a scaling round measures over ``count`` healthy nodes: 4, 8, 16, ... below it,
+    and all of them (pairs are measured by the planner already)."""
+    sizes, k = [], 4
+    while k < count:
+        sizes.append(k)
+        k *= 2
+    return [*sizes, count] if count > 2 else []
+
+
+def run_scaling(
+    head: HeadRun,
+    jobs: GroupJobs,
+    healthy: Sequence[str],
+    config_for: ConfigFor,
+    log: RunLog,
+    first_round: int,
+    **timing: Any,
+) -> None:
+    """busbw at larger group sizes over nodes already found healthy, for the report (busbw against
+    node count: scaling). Recorded, not judged: verdicts come from the pair tests."""
+    nodes = sorted(healthy)
+    for i, size in enumerate(scaling_sizes(len(nodes))):
+        group = TestGroup(tuple(nodes[:size]), first_round + i, "scale")
+        run_round(head, jobs, [group], config_for, log, **timing)
+
+
 def write_groups_file(reports_dir: Path, run_id: str, result: IsolationResult, log: RunLog) -> Path:
     """Every group test of the run, the references and the verdicts, for the people's report."""
     data = {

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-Purpose = Literal["screen", "confirm", "retest"]
+Purpose = Literal["screen", "confirm", "retest", "scale"]  # scale: measured by the runner, not planned
 Outcome = Literal["pass", "fail", "none", "unjudged"]
 NodeKind = Literal["pass", "node-fault", "dead", "flaky", "link-fault", "undetermined"]
 LinkKind = Literal["link-fault", "flaky"]

@@ -26,7 +26,7 @@ from clusterforge.catalog import load_hardware
 from clusterforge.certify import liveness
 from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.certify.baseline import Baseline, BaselineError, BaselineStore, Sample
-from clusterforge.certify.group_runner import GroupJobs, RunLog, run_isolation, write_groups_file
+from clusterforge.certify.group_runner import GroupJobs, RunLog, run_isolation, run_scaling, write_groups_file
 from clusterforge.certify.isolate import IsolationResult, IsolationRules, Planner
 from clusterforge.certify.node_config import profile_for, render_node_config
 from clusterforge.certify.reports import Verdict
@@ -57,6 +57,7 @@ class NetworkStep:
         self.head = head
         self.run_id = run_id
         self.suite = suite
+        self.scaling = True  # measure busbw at larger group sizes once the pairs are judged
 
     def note(self, nodes: list[str], text: str) -> None:
         for name in nodes:
@@ -138,6 +139,10 @@ class NetworkStep:
             result, log = run_isolation(
                 head_run, planner, jobs, config_for, note=lambda text: self.note(list(nodes), text)
             )
+            healthy = [n for n, v in result.node_verdicts.items() if v.ok] + [n.name for n in lent]
+            if self.scaling:
+                self.note(healthy, "network: scaling tests (busbw against group size, for the report)")
+                run_scaling(head_run, jobs, healthy, config_for, log, result.rounds + 1)
         finally:
             for n in lent:
                 self.admission.release(n.name)
@@ -203,7 +208,9 @@ class NetworkStep:
             n for n, v in result.node_verdicts.items() if v.kind == "pass"
         }
         samples = [
-            r for r in log.records if len(r.nodes) == 2 and r.figure is not None and set(r.nodes) <= good
+            r
+            for r in log.records
+            if len(r.nodes) == 2 and r.purpose != "scale" and r.figure is not None and set(r.nodes) <= good
         ]
         if not samples:
             return
@@ -224,7 +231,7 @@ class NetworkStep:
     def _write_report(
         self, name: str, verdict: Verdict, result: IsolationResult, log: RunLog, check: str
     ) -> None:
-        tests = [r for r in log.records if name in r.nodes]
+        tests = [r for r in log.records if name in r.nodes and r.purpose != "scale"]
         summary = verdict.note if verdict.passed else verdict.first_failure[1]
         report = {
             "schema_version": 1,

@@ -129,9 +129,11 @@ def network_section(network: dict[str, Any] | None) -> str:
             f"<tr><td>{_esc(g.get('round'))}</td><td>{_esc(g.get('purpose'))}</td>"
             f"<td>{_esc(' + '.join(nodes))}</td><td>{shown}</td><td>{_esc(g.get('state'))}</td></tr>"
         )
+    pair = statistics.median(by_size[2]) if by_size.get(2) else None
     scaling = "".join(
         f"<tr><td>{size}</td><td>{len(vals)}</td><td>{fmt_num(statistics.median(vals))}</td>"
-        f"<td>{fmt_num(min(vals))}</td><td>{fmt_num(max(vals))}</td></tr>"
+        f"<td>{fmt_num(min(vals))}</td><td>{fmt_num(max(vals))}</td>"
+        f"<td>{f'{statistics.median(vals) / pair:.2f}' if pair else '-'}</td></tr>"
         for size, vals in sorted(by_size.items())
     )
     links = "".join(
@@ -144,8 +146,8 @@ def network_section(network: dict[str, Any] | None) -> str:
         f"<section id='network'><h2>Network: group tests</h2>{problem}"
         f"<p class='meta'>{_esc(network.get('rounds'))} round(s), {_esc(network.get('jobs'))} job(s).</p>"
         f"{f'<p>Links:</p><ul>{links}</ul>' if links else ''}"
-        "<h3>busbw by group size</h3><table><tr><th>nodes</th><th>groups</th><th>median GB/s</th>"
-        f"<th>min</th><th>max</th></tr>{scaling}</table>"
+        "<h3>busbw by group size (scaling)</h3><table><tr><th>nodes</th><th>groups</th><th>median GB/s</th>"
+        f"<th>min</th><th>max</th><th>/ 2-node median</th></tr>{scaling}</table>"
         "<h3>Every group test</h3><table><tr><th>round</th><th>purpose</th><th>nodes</th><th>busbw</th>"
         f"<th>job</th></tr>{''.join(rows)}</table></section>"
     )

@@ -127,3 +127,15 @@ def test_gpu_pairs_run_one_launcher_with_the_ring_algorithm() -> None:
     argv = jobs.sbatch_argv(TestGroup(("n1", "n2"), 2, "confirm"), 0)
     assert "--export=ALL,NCCL_ALGO=Ring" in argv and not argv[-1].startswith("srun")
     assert "srun --ntasks-per-node=1" in JOBS.sbatch_argv(TestGroup(("a", "b"), 1, "screen"), 0)[-1]
+
+
+def test_scaling_sizes_and_round() -> None:
+    assert gr.scaling_sizes(2) == [] and gr.scaling_sizes(3) == [3]
+    assert gr.scaling_sizes(20) == [4, 8, 16, 20]
+    head, log = Head(), gr.RunLog()
+    gr.run_scaling(
+        head, JOBS, ["c", "a", "b"], lambda n, p: {}, log, 4, clock=lambda: 0, sleep=lambda _: None
+    )
+    assert [(r.round, r.purpose, r.nodes, r.figure) for r in log.records] == [
+        (4, "scale", ["a", "b", "c"], 0.45)
+    ]

@@ -80,14 +80,14 @@ def test_non_deterministic_compute_is_drained(local_stack: Stack) -> None:
 
 
 def test_a_pinned_packages_hold_removed_is_drained(local_stack: Stack) -> None:
-    local_stack.node("node-001", "apt-mark", "unhold", "munge")
+    local_stack.node("node-001", "apt-mark", "unhold", "slurmd")
     try:
         run = local_stack.cf("certify", "--nodes", "node-001")
     finally:
-        local_stack.node("node-001", "apt-mark", "hold", "munge")
+        local_stack.node("node-001", "apt-mark", "hold", "slurmd")
     assert run.returncode == 1
     reason = drained_alone(local_stack, "node-001")
-    assert reason.startswith("clusterforge: software-versions: ") and "munge" in reason, reason
+    assert reason.startswith("clusterforge: software-versions: ") and "slurmd" in reason, reason
     assert "held" in reason, reason
     restore(local_stack, "node-001")
 
