@@ -42,6 +42,12 @@ from clusterforge.tasks import drift as drift_tasks  # noqa: E402
 
 ns.add_task(drift_tasks.drift)
 
+# upgrade, replace (changing a running stack: rolling upgrade, node replacement)
+from clusterforge.tasks import upgrade as upgrade_tasks  # noqa: E402
+
+ns.add_task(upgrade_tasks.upgrade)
+ns.add_task(upgrade_tasks.replace)
+
 # baseline.show, baseline.export, baseline.import (fleet judging)
 from clusterforge.tasks import baseline as baseline_tasks  # noqa: E402
 

@@ -66,6 +66,11 @@ class NodeRecord:
     # The drift baseline (clusterforge.drift.decide.Baseline): input fingerprints and the digest of
     # what the roles manage, right after the last successful converge; {} when none is trusted.
     drift: dict[str, Any] = field(default_factory=dict)
+    # The pinned version set (``<role>_*_version``) the node was last certified with by `invoke
+    # upgrade`/`replace`, so `status` can show a rollout's mixed versions.
+    versions: dict[str, str] = field(default_factory=dict)
+    # The machine's identity when it was last certified: provider_id and GPU UUIDs/serials.
+    hardware: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NodeRecord:
@@ -106,6 +111,8 @@ class Journal:
         self.path = self.dir / "journal.json"
         self._lock = threading.Lock()
         self.nodes: dict[str, NodeRecord] = {}
+        # Stack-wide records beside the nodes' (e.g. "rollout", "replacements", "failed_gpus").
+        self.sections: dict[str, Any] = {}
         self._load()
 
     def _load(self) -> None:
@@ -122,6 +129,7 @@ class Journal:
                 f"{self.path}: journal version {data.get('version')!r}, expected {JOURNAL_VERSION}"
             )
         self.nodes = {name: NodeRecord.from_dict(rec) for name, rec in data.get("nodes", {}).items()}
+        self.sections = dict(data.get("sections") or {})
 
     def _save(self) -> None:
         data = {
@@ -129,6 +137,8 @@ class Journal:
             "stack": self.stack,
             "nodes": {name: asdict(rec) for name, rec in sorted(self.nodes.items())},
         }
+        if self.sections:
+            data["sections"] = self.sections
         write_atomic(self.path, json.dumps(data, indent=2) + "\n")
 
     def record(self, node: str) -> NodeRecord:
@@ -202,6 +212,26 @@ class Journal:
             rec.updated = now_iso()
             self._save()
 
+    def section(self, name: str) -> Any:
+        """A copy of a stack-wide record (None when absent)."""
+        with self._lock:
+            value = self.sections.get(name)
+            return json.loads(json.dumps(value)) if value is not None else None
+
+    def set_section(self, name: str, value: Any) -> None:
+        with self._lock:
+            self.sections[name] = value
+            self._save()
+
+    def record_certified(self, node: str, versions: dict[str, str], hardware: dict[str, Any]) -> None:
+        """Keep the version set and machine identity a node was just certified with."""
+        with self._lock:
+            rec = self.nodes.setdefault(node, NodeRecord())
+            rec.versions = dict(versions)
+            rec.hardware = dict(hardware)
+            rec.updated = now_iso()
+            self._save()
+
     def record_drift(self, node: str, baseline: dict[str, Any]) -> None:
         """Keep the node's drift baseline (``{}``: none, so the next `up` converges it)."""
         with self._lock:
@@ -225,6 +255,7 @@ class Journal:
         with self._lock:
             if node is None:
                 self.nodes.clear()
+                self.sections.clear()  # a destroyed stack has no rollout or hardware history
             else:
                 self.nodes.pop(node, None)
             self._save()

@@ -35,6 +35,11 @@ class NodeStatus:
     slurm_reason: str
     report: str
     detail: str  # the journal's reason for a failure
+    # Pinned versions where the compute nodes differ (a rollout under way), e.g.
+    # "nvidia_driver_version=535.309.01"; "" while every node runs the same set.
+    versions: str = ""
+    # Warnings about the machine, e.g. a GPU seen before on a machine that failed.
+    flags: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -62,6 +67,7 @@ def collect(
     live = {n.name: n for n in provider.nodes(spec)}
     slurm, slurm_error = slurm_states(live, [p.name for p in planned if p.role == "head"], runner)
     rows = []
+    mixed = mixed_versions(journal, [p.name for p in planned if p.role == "gpu"])
     for p in planned:
         node = live.get(p.name)
         rec = journal.record(p.name)
@@ -91,9 +97,33 @@ def collect(
                 slurm_reason=reason,
                 report=_this_runs_report(rec.report, rec.run_id),
                 detail=rec.reason,
+                versions=mixed.get(p.name, ""),
+                flags="; ".join(_gpu_flags(journal, p.name, node)),
             )
         )
     return rows
+
+
+def node_versions(journal: Journal, name: str) -> dict[str, str]:
+    """The version set a node was certified with (upgrade/replace), else what it last converged."""
+    rec = journal.record(name)
+    return dict(rec.versions or (rec.applied.get("inputs") or {}).get("pinned") or {})
+
+
+def mixed_versions(journal: Journal, names: list[str]) -> dict[str, str]:
+    """Per node, its values of the pinned versions on which the nodes differ (empty when none do)."""
+    sets = {n: node_versions(journal, n) for n in names}
+    known = [v for v in sets.values() if v]
+    keys = sorted({k for v in known for k in v if len({s.get(k) for s in known}) > 1})
+    return {n: ", ".join(f"{k}={v.get(k, '?')}" for k in keys) for n, v in sets.items() if keys and v}
+
+
+def _gpu_flags(journal: Journal, name: str, node: Node | None) -> list[str]:
+    from clusterforge.rollout.identity import gpu_ids, read_report, seen_failed
+
+    rec = journal.record(name)
+    gpus = list(rec.hardware.get("gpus") or (gpu_ids(read_report(rec.report)) if rec.report else []))
+    return seen_failed(journal, name, gpus, node.provider_id if node else rec.provider_id)
 
 
 def _this_runs_report(path: str, run_id: str) -> str:
@@ -124,7 +154,8 @@ def _columns(row: NodeStatus, wide: bool, now: datetime | None) -> list[tuple[st
         ("certified at" if wide else "when", when),
         ("profile", row.profile if wide else ""),
         ("slurm", row.slurm_state),
-        ("reason", escape(row.slurm_reason or row.detail)),
+        ("versions", escape(row.versions)),
+        ("reason", escape("; ".join(x for x in (row.slurm_reason or row.detail, row.flags) if x))),
         ("report", escape(row.report) if wide else ""),
     ]
 

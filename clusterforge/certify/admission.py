@@ -134,6 +134,33 @@ class Admission:
                 self._call(["scontrol", "update", f"NodeName={name}", "State=RESUME"], f"{name}: resuming")
             self._set_reserved(self.held() - {name})
 
+    def drain(self, name: str, reason: str) -> None:
+        """DRAIN with ``reason`` (a rollout's ``clusterforge: upgrading``): running jobs finish,
+        no new job starts. Draining an already drained node only replaces its reason."""
+        with self._lock:
+            self._call(
+                ["scontrol", "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"],
+                f"{name}: draining",
+            )
+
+    def wait_drained(
+        self,
+        names: Iterable[str],
+        timeout_s: float,
+        poll_s: float = 5.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> list[str]:
+        """Wait until no job runs on the nodes: sinfo says ``drained`` (``draining`` while jobs
+        run, sinfo(1) NODE STATE CODES). Returns the nodes still busy at the deadline."""
+        want = set(names)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            states = self.nodes()
+            busy = sorted(n for n in want if n not in states or states[n].state != "drained")
+            if not busy or time.monotonic() >= deadline:
+                return busy
+            sleep(poll_s)
+
     def fail(self, name: str, check_id: str, line: str) -> str:
         """Failed: DRAIN with the failing check as the reason, then leave the hold. Returns the reason."""
         reason = failure_reason(check_id, line)

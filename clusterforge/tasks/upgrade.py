@@ -1,0 +1,92 @@
+"""upgrade, replace: change a running stack node by node (thin: parse, call clusterforge.rollout, print)."""
+
+from __future__ import annotations
+
+import sys
+
+from invoke import Context, task
+from invoke.exceptions import Exit
+
+from clusterforge.tasks._cli import friendly, locked
+from clusterforge.tasks.cluster import _HELP_SPEC, _HELP_STACK, _HELP_WAIT, load
+
+
+def _ask(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise Exit(f"refusing to go on without a terminal to confirm ({question}): add --yes", code=2)
+    if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
+        raise Exit("not confirmed: nothing changed", code=1)
+
+
+@task(
+    help={
+        "stack": _HELP_STACK,
+        "spec": _HELP_SPEC,
+        "dry_run": "print the batches and change nothing",
+        "wait": _HELP_WAIT,
+        "yes": "do not ask before the first batch (needed when there is no terminal)",
+    }
+)
+@friendly
+def upgrade(
+    c: Context, stack: str = "", spec: str = "", dry_run: bool = False, wait: bool = False, yes: bool = False
+) -> None:
+    """Apply a changed spec or roles to a running stack, batch by batch, gated on re-certification.
+
+    Per batch (the spec's `rollout` block): drain (`clusterforge: upgrading`; running jobs finish),
+    converge, check rebooted nodes came back, re-certify with the pool's profile, resume. The first
+    failed batch stops the rollout (on_failure: stop): its failed nodes stay drained with the
+    reason, nodes not reached keep serving. Run again after an interruption: it resumes.
+    Exit 0: upgraded (or nothing to do); 1: a node failed or the rollout stopped; 2: refused.
+    """
+    from clusterforge.rollout.upgrade import upgrade as run_upgrade
+
+    cluster = load(stack, spec)
+    if dry_run:  # changes nothing: no lock
+        outcome = run_upgrade(cluster, dry_run=True)
+    else:
+        with locked(cluster.stack, "upgrade", wait):
+            outcome = run_upgrade(
+                cluster, confirm=lambda: _ask(f"upgrade stack {cluster.stack!r} as above?", yes)
+            )
+    if outcome.code:
+        raise Exit(code=outcome.code)
+
+
+@task(
+    help={
+        "stack": _HELP_STACK,
+        "spec": _HELP_SPEC,
+        "node": "the compute node to put on a new machine, e.g. node-002",
+        "force": "replace even the only node of its pool in service, or one whose jobs do not finish",
+        "yes": "do not ask (needed when there is no terminal)",
+        "wait": _HELP_WAIT,
+    }
+)
+@friendly
+def replace(
+    c: Context,
+    stack: str = "",
+    spec: str = "",
+    node: str = "",
+    force: bool = False,
+    yes: bool = False,
+    wait: bool = False,
+) -> None:
+    """Put one compute node on a new machine: drain, replace, configure, certify, admit.
+
+    Local stacks get a new container; other providers must offer replace_node (AWS: that instance
+    alone). The journal and the output name the old and new machine and GPUs.
+    Exit 0: the new machine is certified and admitted; 1: it failed; 2: refused.
+    """
+    from clusterforge.rollout.replace import replace as run_replace
+
+    if not node:
+        raise Exit("give --node NAME (a compute node of the stack)", code=2)
+    cluster = load(stack, spec)
+    with locked(cluster.stack, "replace", wait):
+        outcome = run_replace(cluster, node, force=force, yes=yes)
+    if outcome.code:
+        raise Exit(code=outcome.code)
