@@ -46,7 +46,8 @@ class Baseline:
 class Decision:
     converge: bool
     why: str  # one line for the board and the summary
-    changes: tuple[str, ...] = field(default=())  # what differs, one phrase each
+    # What differs, one phrase each (empty: nothing was known to compare, e.g. a first converge).
+    changes: tuple[str, ...] = field(default=())
 
     def as_dict(self) -> dict[str, Any]:
         return {"converge": self.converge, "why": self.why, "changes": list(self.changes)}
@@ -78,7 +79,7 @@ def decide(
 ) -> Decision:
     """Converge or skip one node. ``inputs_now`` None: the inputs could not be computed."""
     if force:
-        return Decision(True, "--converge: full converge asked")
+        return Decision(True, "--converge: full converge asked", ("--converge",))
     if baseline is None or not configured:
         return Decision(True, "no converged baseline recorded (first converge, or the last one failed)")
     if inputs_now is None:
