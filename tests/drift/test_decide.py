@@ -51,7 +51,9 @@ def test_removed_package_and_file() -> None:
     now = {**ITEMS, "package slurmd": "absent", "file /etc/slurm/slurm.conf": "absent"}
     assert item_changes(ITEMS, now) == ["file /etc/slurm/slurm.conf: removed", "package slurmd: removed"]
     now = {**ITEMS, "package slurmd": "deinstall config-files 22.05.8-4+deb12u3"}
-    assert item_changes(ITEMS, now) == ["package slurmd: not installed (deinstall config-files 22.05.8-4+deb12u3)"]
+    assert item_changes(ITEMS, now) == [
+        "package slurmd: not installed (deinstall config-files 22.05.8-4+deb12u3)"
+    ]
 
 
 def test_simulated_fleet_converges_exactly_the_drifted_nodes() -> None:

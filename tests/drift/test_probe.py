@@ -35,7 +35,11 @@ def test_parse_dpkg_leaves_out_what_dpkg_does_not_know() -> None:
 
 @pytest.mark.parametrize(
     ("case", "state"),
-    [("enabled-active", "enabled active"), ("enabled-inactive", "enabled inactive"), ("not-found", "not-found")],
+    [
+        ("enabled-active", "enabled active"),
+        ("enabled-inactive", "enabled inactive"),
+        ("not-found", "not-found"),
+    ],
 )
 def test_parse_unit_on_captures(case: str, state: str) -> None:
     assert probe.parse_unit((DATA / "systemctl-show" / f"{case}.txt").read_text()) == state
