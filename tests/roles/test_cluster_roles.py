@@ -160,6 +160,23 @@ def test_pyxis_built_against_the_installed_slurm_on_every_slurm_host(cluster: Cl
     assert f"[pyxis] stand-in {PYXIS}" in cluster.stack.exec(cluster.head, "srun", "--help")
 
 
+def test_slurm_version_the_sources_lack_is_named(cluster: Cluster) -> None:
+    # Ubuntu 22.04/24.04 ship one Slurm each, as Debian 12 ships 22.05.8: a spec asking for another
+    # (prod/dev: 24.05.7) stops before apt, naming what the sources offer.
+    node = cluster.compute[0]
+    play = run_play(
+        cluster.work / "slurm-missing",
+        CLUSTER_PLAYBOOK,
+        cluster.inventory,
+        limit=node,
+        extravars={"slurm_version": "24.05.7"},
+    )
+    assert play.rc != 0
+    message = " ".join(play.failures.get(node, []))
+    assert "slurm-client=24.05.7-* is not offered" in message and "22.05.8-" in message, play.explain()
+    assert not play.changed_tasks.get(node), play.changed_tasks
+
+
 def test_munge_key_is_private_and_never_logged(cluster: Cluster) -> None:
     key = cluster.munge_key.read_bytes()
     assert len(key) >= 128
