@@ -9,9 +9,10 @@ import json
 import pytest
 
 from clusterforge.drift.digest import PROBE_SOURCE
+from clusterforge.drift.report import drift_report
 from clusterforge.journal import Journal
 from tests.pipeline.fakes import FakeSlurm
-from tests.pipeline.test_up import run_up, world  # noqa: F401 - the fixture, shared
+from tests.pipeline.test_up import PLAYBOOKS, run_up, world  # noqa: F401 - the fixture, shared
 
 NODES = ("head-001", "node-001", "node-002", "node-003")
 
@@ -39,6 +40,10 @@ class FakeFleet:
         return run
 
 
+def report(world: dict, fleet: FakeFleet) -> list[dict]:  # noqa: F811
+    return drift_report(world["spec"], world["provider"], fleet.runner, world["tmp"] / "inv", PLAYBOOKS)
+
+
 @pytest.fixture
 def fleet(world: dict) -> FakeFleet:  # noqa: F811
     fake = FakeFleet(world["slurm"])
@@ -59,8 +64,15 @@ def test_converged_nodes_skip_drifted_and_unreadable_converge(world: dict, fleet
         assert again.progress[n].notes["configure"].endswith(", digest matches")
     assert again.changed == 0
 
+    assert not any(r["converge"] for r in report(world, fleet))
     fleet.states["node-002"] = {"file /etc/slurm/slurm.conf": "sha256 bbbb mode 0644 owner 0:0"}
     fleet.down.add("node-003")
+    rows = {r["node"]: r for r in report(world, fleet)}
+    assert {n for n, r in rows.items() if r["converge"]} == {"node-002", "node-003"}
+    assert rows["node-002"]["changes"] == ["file /etc/slurm/slurm.conf: content changed"]
+    assert (
+        Journal("pt-up").record("node-002").drift["items"] != fleet.states["node-002"]
+    )  # drift changed nothing
     third, text = run_up(world)
     assert third.code == 0, text
     notes = {n: third.progress[n].notes["configure"] for n in NODES}
