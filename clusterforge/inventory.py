@@ -191,8 +191,9 @@ def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalo
     containers = bool(nodes) and all(hw[n.instance_type].container for n in nodes)
     out: dict[str, Any] = {
         # Container nodes get torch installed once on the machine and mounted read-only by the
-        # local provider; real nodes install it.
-        "validators_runtime_torch": "shared" if spec.provider.kind == "local" and containers else "pip",
+        # local provider (also when a static spec reaches such containers over SSH, as the static
+        # integration test does); real nodes install it.
+        "validators_runtime_torch": "shared" if containers else "pip",
     }
     if spec.software.nccl_tests and any(hw[n.instance_type].gpu for n in nodes):
         out["validators_runtime_nccl_tests_dir"] = f"/opt/nccl-tests/{spec.software.nccl_tests}"
@@ -255,7 +256,7 @@ def render_inventory(
         "clusterforge": {"clusterforge_stack": spec.stack, "clusterforge_provider": spec.provider.kind},
         "slurm": slurm_vars(spec, nodes, hw, munge_key_file),
         "software": software_vars(
-            spec, spec.provider.kind == "local" and all(hw[n.instance_type].container for n in nodes)
+            spec, bool(nodes) and all(hw[n.instance_type].container for n in nodes)
         ),
         "shared_storage": storage_vars(spec, outputs),
         "monitoring": monitoring_vars(spec),

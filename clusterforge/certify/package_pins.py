@@ -265,7 +265,7 @@ def _node_variables(spec: ClusterSpec, node: Node, it: InstanceType, hw: Hardwar
     """What the inventory gives this node (inventory.render_inventory's group_vars that name
     versions, then its host_vars); role defaults and vars are laid under and over it per role."""
     out: dict[str, Any] = {}
-    out.update(software_vars(spec, containers=spec.provider.kind == "local" and it.container))
+    out.update(software_vars(spec, containers=it.container))  # as inventory.render_inventory decides
     out["slurm_version"] = spec.software.slurm  # inventory.slurm_vars
     out.update(monitoring_vars(spec))
     out.update(host_vars(node, hw))
