@@ -32,6 +32,7 @@ from clusterforge.pipeline.display import Board
 from clusterforge.pipeline.up import EXIT_INTERRUPTED, Seams, _context, certify
 from clusterforge.plan.live import SQUEUE_RUNNING, parse_squeue_jobs
 from clusterforge.providers.base import Node, Provider
+from clusterforge.rollout.identity import fresh_journal
 from clusterforge.spec.models import ClusterSpec
 
 BACK_TIMEOUT_S = 600.0  # a rebooted node must answer the controller again within this
@@ -140,6 +141,7 @@ class ClusterSteps:
         )
         result = run.run()
         run.scrub(run.run_dir / "artifacts" / "run")
+        ctx.journal = fresh_journal(self.spec.stack)  # certify wrote through its own instance
         for name in targets:
             if result.host_ok(name):
                 host = result.hosts.get(name)

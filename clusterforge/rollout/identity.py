@@ -18,13 +18,20 @@ import re
 from pathlib import Path
 from typing import Any
 
-from clusterforge.journal import Journal, now_iso
+from clusterforge.journal import Journal, now_iso, stack_dir
 
 INVENTORY_CHECK = "gpu-inventory"
 FAILED_GPUS = "failed_gpus"
 REPLACEMENTS = "replacements"
 _UUID = re.compile(r"\bGPU-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 _SERIAL = re.compile(r"\bserial(?: number)?\s*[:=]?\s*(\d{6,})\b", re.IGNORECASE)
+
+
+def fresh_journal(stack: str) -> Journal:
+    """The journal as it is on disk now. A ``Journal`` keeps what it loaded and saves it whole, and
+    the pipeline's stages write through their own instance: one kept across a certification would
+    write its stale node records back over the verdicts."""
+    return Journal(stack, stack_dir(stack).parent)
 
 
 def gpu_ids(report: dict[str, Any]) -> list[str]:

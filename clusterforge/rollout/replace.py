@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from clusterforge.certify.admission import REASON_PREFIX, Admission, AdmissionError
-from clusterforge.journal import Journal, stack_dir
 from clusterforge.pipeline.certify_stage import CertifyStage
 from clusterforge.pipeline.context import Options
 from clusterforge.pipeline.display import Board
@@ -43,7 +42,7 @@ from clusterforge.pipeline.up import (
 )
 from clusterforge.providers import Provider, get_provider
 from clusterforge.providers.base import ProviderError, no_progress
-from clusterforge.rollout.identity import identity, record_replacement
+from clusterforge.rollout.identity import fresh_journal, identity, record_replacement
 from clusterforge.spec.models import ClusterSpec
 
 REPLACING_REASON = f"{REASON_PREFIX} replacing"
@@ -144,7 +143,7 @@ def replace(
     console = console or Console()
     seams = seams or Seams()
     provider = seams.provider or get_provider(spec)
-    journal = Journal(spec.stack, stack_dir(spec.stack).parent)
+    journal = fresh_journal(spec.stack)
     try:
         if not preflight(spec, provider, console, seams.playbooks):
             return ReplaceOutcome(EXIT_PREFLIGHT)
@@ -173,6 +172,7 @@ def replace(
         console.print(f"error: {node} not replaced: {exc}", style="red", highlight=False)
         return ReplaceOutcome(EXIT_FAILED)
     outcome = _bring_up(spec, provider, node, console, seams)
+    journal = fresh_journal(spec.stack)  # the pipeline wrote through its own instance
     new = identity(journal, node)
     record_replacement(journal, node, old, new, before.verdict, before.reason)
     after = journal.record(node)

@@ -30,7 +30,7 @@ from clusterforge.plan.sources import PlanError, base_from_journal, new_side
 from clusterforge.providers import Provider, get_provider
 from clusterforge.rollout.cluster_steps import ClusterSteps, StepError
 from clusterforge.rollout.executor import RolloutResult, UpgradeSteps, execute
-from clusterforge.rollout.identity import identity
+from clusterforge.rollout.identity import fresh_journal, identity
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
 
@@ -119,8 +119,11 @@ def upgrade(
     root: Path = REPO_ROOT,
     steps_factory: Callable[[ClusterSpec, Provider, Seams, Console], UpgradeSteps] | None = None,
     confirm: Callable[[], None] = lambda: None,
+    base: StackInputs | None = None,
 ) -> UpgradeOutcome:
-    """``confirm`` runs after the batches are printed, before anything changes (it raises to stop)."""
+    """``confirm`` runs after the batches are printed, before anything changes (it raises to stop).
+    ``base``: what the nodes run now, when not the journal's applied record (`--base GIT_REF` on a
+    CI runner that has no journal)."""
     console = console or Console()
     seams = seams or Seams()
     provider = seams.provider or get_provider(spec)
@@ -128,7 +131,7 @@ def upgrade(
         return UpgradeOutcome(EXIT_PREFLIGHT)
     journal = Journal(spec.stack, stack_dir(spec.stack).parent)
     try:
-        base = base_from_journal(journal)
+        base = base or base_from_journal(journal)
     except PlanError as exc:
         console.print(f"error: {exc}", style="red", highlight=False)
         return UpgradeOutcome(EXIT_PREFLIGHT)
@@ -164,13 +167,14 @@ def upgrade(
 
     def upgraded(names: list[str]) -> None:
         # What the plan compares with next time, and the version set each node now runs certified.
-        record_converged(journal, spec, names, root)
+        now = fresh_journal(spec.stack)
+        record_converged(now, spec, names, root)
         for name in names:
             if name in new.nodes and new.nodes[name].role == "gpu":
-                journal.record_certified(name, new.nodes[name].pinned, identity(journal, name))
+                now.record_certified(name, new.nodes[name].pinned, identity(now, name))
 
     def save(rec: RolloutRecord) -> None:
-        journal.set_section(SECTION, rec.to_dict())
+        fresh_journal(spec.stack).set_section(SECTION, rec.to_dict())
 
     def note(line: str) -> None:
         console.print(line, style="bold", highlight=False)

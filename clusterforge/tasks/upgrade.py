@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from invoke import Context, task
 from invoke.exceptions import Exit
 
+from clusterforge.plan.inputs import StackInputs
 from clusterforge.tasks._cli import friendly, locked
 from clusterforge.tasks.cluster import _HELP_SPEC, _HELP_STACK, _HELP_WAIT, load
 
@@ -20,18 +22,43 @@ def _ask(question: str, yes: bool) -> None:
         raise Exit("not confirmed: nothing changed", code=1)
 
 
+def _base(stack: str, spec: str, ref: str) -> StackInputs:
+    """The nodes' current inputs as they are at git revision ``ref`` (as `invoke plan --base`)."""
+    from clusterforge.plan.sources import PlanError, base_from_ref, repo_root_for
+    from clusterforge.spec.loader import stack_path
+
+    path = (Path(spec) if spec else stack_path(stack)).resolve()
+    root = repo_root_for(path)
+    if not path.is_relative_to(root):
+        raise Exit(f"--base {ref}: {path} is not inside the git work tree {root}", code=2)
+    try:
+        inputs, notes = base_from_ref(root, ref, str(path.relative_to(root)))
+    except PlanError as exc:
+        raise Exit(str(exc), code=2) from None
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return inputs
+
+
 @task(
     help={
         "stack": _HELP_STACK,
         "spec": _HELP_SPEC,
         "dry_run": "print the batches and change nothing",
+        "base": "git revision the nodes run now (default: the journal's applied record; for a CI runner without it)",
         "wait": _HELP_WAIT,
         "yes": "do not ask before the first batch (needed when there is no terminal)",
     }
 )
 @friendly
 def upgrade(
-    c: Context, stack: str = "", spec: str = "", dry_run: bool = False, wait: bool = False, yes: bool = False
+    c: Context,
+    stack: str = "",
+    spec: str = "",
+    dry_run: bool = False,
+    wait: bool = False,
+    yes: bool = False,
+    base: str = "",
 ) -> None:
     """Apply a changed spec or roles to a running stack, batch by batch, gated on re-certification.
 
@@ -44,13 +71,13 @@ def upgrade(
     from clusterforge.rollout.upgrade import upgrade as run_upgrade
 
     cluster = load(stack, spec)
+    before = _base(stack, spec, base) if base else None
     if dry_run:  # changes nothing: no lock
-        outcome = run_upgrade(cluster, dry_run=True)
+        outcome = run_upgrade(cluster, dry_run=True, base=before)
     else:
         with locked(cluster.stack, "upgrade", wait):
-            outcome = run_upgrade(
-                cluster, confirm=lambda: _ask(f"upgrade stack {cluster.stack!r} as above?", yes)
-            )
+            question = f"upgrade stack {cluster.stack!r} as above?"
+            outcome = run_upgrade(cluster, confirm=lambda: _ask(question, yes), base=before)
     if outcome.code:
         raise Exit(code=outcome.code)
 

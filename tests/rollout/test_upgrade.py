@@ -63,6 +63,8 @@ def test_each_node_drained_upgraded_recertified_and_resumed_in_turn(world: dict)
     assert slurm.reservation is None
     assert versions(world) == dict.fromkeys(COMPUTE, NEW)
     assert "upgraded" in text and "converged, re-certified, serving" in text
+    rows = collect(outcome_spec(world), world["provider"], slurm.runner)
+    assert {r.node: r.certification for r in rows if r.role == "gpu"} == dict.fromkeys(COMPUTE, "certified")
     # Done: the next upgrade has nothing to do and touches nothing.
     slurm.calls.clear()
     again, text = run(world)
