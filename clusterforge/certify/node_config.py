@@ -177,6 +177,11 @@ def render_node_config(
     if it.has_efa:
         config["efa"] = {"interfaces": it.network.efa_interfaces}
         config["limits"] = {"memlock_kib": "unlimited"}
+    if it.network.infiniband_ports:
+        # The compute fabric the catalogue declares (bare-metal types, e.g. dgx-h100): infiniband-ports.
+        config["infiniband"] = {"count": it.network.infiniband_ports}
+        if it.network.infiniband_rate_gbps:
+            config["infiniband"]["rate_gbps"] = it.network.infiniband_rate_gbps
     shared = spec.storage.shared_path
     if shared:
         config["shared_storage"] = {"path": shared, "require_mount": True}

@@ -21,7 +21,7 @@ from clusterforge.providers.static import StaticProvider
 from clusterforge.providers.static.inventory import InventoryHost, read_inventory
 from clusterforge.providers.static.nodes import static_nodes
 from clusterforge.providers.static.ssh import HostSsh
-from clusterforge.spec.models import StaticSsh
+from clusterforge.spec.models import Nfs, StaticSsh, Storage
 from tests.providers.static_fakes import fake_ssh, spec, write_inventory
 
 HW = load_hardware()
@@ -271,3 +271,40 @@ def test_invoke_down_refuses_a_static_stack(tmp_path: Path) -> None:
     result = _invoke(["down", "--spec", str(_lab(tmp_path)), "--yes"], {})
     assert result.returncode == 2
     assert "is static: clusterforge did not create its machines" in result.stderr + result.stdout
+
+
+# --- what a static stack renders: NFS shared storage, the declared fabric --------------------
+
+
+def test_nfs_renders_for_the_role_and_the_node_checks(tmp_path: Path) -> None:
+    from clusterforge.certify.node_config import render_node_config
+
+    path = write_inventory(tmp_path, {"gpu-001": {"ansible_host": "10.0.0.21"}})
+    the_spec = spec(path, gpu_count=1).model_copy(
+        update={
+            "storage": Storage(nfs=Nfs(server="10.0.0.5", export="/export/shared", mount_point="/shared"))
+        }
+    )
+    nodes, _ = static_nodes(the_spec, read_inventory(path), HW)
+    inv = render_inventory(the_spec, nodes, tmp_path / "munge.key")
+    assert inv.group_vars["shared_storage"] == {
+        "shared_storage_kind": "nfs",
+        "shared_storage_mount_point": "/shared",
+        "shared_storage_nfs_server": "10.0.0.5",
+        "shared_storage_nfs_export": "/export/shared",
+    }
+    config = render_node_config(the_spec, nodes[1])
+    assert config["shared_storage"] == {"path": "/shared", "require_mount": True}
+
+
+def test_a_dgx_node_expects_its_eight_400g_ports(tmp_path: Path) -> None:
+    from clusterforge.certify.node_config import render_node_config
+
+    path = write_inventory(tmp_path, {"gpu-001": {"ansible_host": "10.0.0.21"}})
+    the_spec = spec(path, gpu_count=1, gpu_type="dgx-h100")
+    nodes, _ = static_nodes(the_spec, read_inventory(path), HW)
+    config = render_node_config(the_spec, nodes[1])
+    assert config["infiniband"] == {"count": 8, "rate_gbps": 400.0}
+    assert config["gpu"]["count"] == 8 and config["gpu"]["nvlink_links_per_gpu"] == 18
+    head = render_node_config(the_spec, nodes[0], profile="quick")
+    assert "infiniband" not in head  # the head (a container type here) declares no fabric
