@@ -61,7 +61,8 @@ CASES: list[tuple[str, str, dict[str, Any], str | None]] = [
     (
         "driver-headers-unknown-kernel",
         "nvidia_driver",
-        {**GOOD_DRIVER, "_nvidia_driver_kernel": "6.9.0-custom"},
+        # As on a real node (this workstation may itself be a container, where the check is skipped).
+        {**GOOD_DRIVER, "_nvidia_driver_kernel": "6.9.0-custom", "_nvidia_driver_in_container": False},
         "set nvidia_driver_kernel_headers_packages",
     ),
     ("cuda-inexact", "cuda_toolkit", {"cuda_toolkit_version": "12.8"}, "exact version such as 12.8.1"),
