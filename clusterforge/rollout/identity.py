@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from clusterforge.journal import Journal, now_iso, stack_dir
+from clusterforge.journal import Journal, now_iso, stack_dir, write_atomic
 
 INVENTORY_CHECK = "gpu-inventory"
 FAILED_GPUS = "failed_gpus"
@@ -73,6 +73,9 @@ def record_replacement(
     history.append({"node": node, "at": now_iso(), "old": old, "new": new, "old_verdict": old_verdict,
                     "old_reason": old_reason})  # fmt: skip
     journal.set_section(REPLACEMENTS, history)
+    # Beside the node's reports too, so a report bundle carries the machine's history.
+    mine = [h for h in history if h.get("node") == node]
+    write_atomic(journal.dir / "reports" / node / "replacements.json", json.dumps(mine, indent=2) + "\n")
     if old_verdict == "fail" and old.get("gpus"):
         failed = journal.section(FAILED_GPUS) or {}
         for gpu in old["gpus"]:

@@ -11,8 +11,9 @@
   is drained.
 - Then the pipeline's provision -> configure -> certify for the head and that node (the head's
   Slurm configuration learns the new machine); admitted when it passes.
-- The journal (section ``replacements``) and the summary name the old and new machine: provider
-  id and GPU UUIDs/serials where the gpu-inventory check reported them.
+- The journal (section ``replacements``; also reports/<node>/replacements.json) and the summary
+  name the old and new machine: provider id and GPU UUIDs/serials where the gpu-inventory check
+  reported them.
 """
 
 from __future__ import annotations

@@ -153,8 +153,12 @@ def upgrade(
         impacts, live, spec.rollout, finished=record.finished, pool_order=[p.name for p in spec.node_pools]
     )
     if not rp.batches and not rp.converge_only:
+        for blocked in rp.blocked:
+            console.print(f"blocked: pool {blocked.pool}: {blocked.reason}", style="yellow", highlight=False)
+        if rp.blocked:
+            return UpgradeOutcome(EXIT_FAILED, rp)
         console.print(f"stack {spec.stack!r}: nothing to upgrade (the nodes run what the spec says)")
-        return UpgradeOutcome(EXIT_FAILED if rp.blocked else EXIT_OK, rp)
+        return UpgradeOutcome(EXIT_OK, rp)
     print_plan(rp, impacts, console)
     if dry_run:
         return UpgradeOutcome(EXIT_OK, rp)

@@ -89,7 +89,9 @@ def test_a_new_machine_is_configured_certified_admitted_and_journalled(replacing
     drain = ["scontrol", "update", "NodeName=node-002", "State=DRAIN", f"Reason={REPLACING_REASON}"]
     assert drain in slurm.calls
     assert slurm.nodes["node-002"]["state"] == "idle" and slurm.reservation is None
-    assert outcome.old["provider_id"] == "id-node-002-0" and outcome.new["provider_id"] == "id-node-002-1", text
+    assert outcome.old["provider_id"] == "id-node-002-0" and outcome.new["provider_id"] == "id-node-002-1", (
+        text
+    )
     assert "old machine id-node-002-0" in text and "new machine id-node-002-1" in text
     journal = Journal(replacing["spec"].stack)
     rec = journal.record("node-002")
@@ -98,6 +100,8 @@ def test_a_new_machine_is_configured_certified_admitted_and_journalled(replacing
     assert rec.versions == {"nvidia_driver_version": "535.261.03", "slurm_version": "22.05.8"}
     (entry,) = journal.section("replacements")
     assert entry["node"] == "node-002" and entry["old"]["provider_id"] == "id-node-002-0"
+    beside = replacing["tmp"] / "state" / "pt-roll" / "reports" / "node-002" / "replacements.json"
+    assert json.loads(beside.read_text()) == [entry]
     # the other nodes were not certified again
     assert journal.record("node-001").provider_id == "id-node-001-0"
 
