@@ -9,12 +9,13 @@ import pytest
 from rich.console import Console
 
 from clusterforge.journal import Journal
+from clusterforge.plan.inputs import stack_inputs
 from clusterforge.plan.rollout import UPGRADING_REASON
 from clusterforge.rollout.cluster_steps import ClusterSteps
 from clusterforge.rollout.upgrade import upgrade
 from clusterforge.status import collect, table
 from tests.pipeline.fakes import FakeSlurm
-from tests.rollout.conftest import COMPUTE, with_driver
+from tests.rollout.conftest import COMPUTE, ROOT, with_driver
 
 NEW = "535.309.01"
 
@@ -141,6 +142,11 @@ def test_dry_run_changes_nothing_and_a_new_node_is_refused(world: dict) -> None:
     assert [b.nodes for b in outcome.plan.batches] == [("node-001",), ("node-002",), ("node-003",)]
     assert not any(c[:2] == ["scontrol", "update"] for c in slurm.calls)
     assert "nvidia_driver_version 535.261.03 -> 535.309.01" in text
+    # --base: what the nodes run taken from elsewhere (a git revision on a CI runner without the
+    # journal); here a base that already has the new driver leaves nothing to do.
+    target = with_driver(world["spec"], NEW)
+    same, text = run(world, dry_run=True, base=stack_inputs(target, ROOT, "base"))
+    assert same.code == 0 and "nothing to upgrade" in text
     pools = [p.model_copy(update={"count": 4}) if p.role == "gpu" else p for p in world["spec"].node_pools]
     bigger = world["spec"].model_copy(update={"node_pools": pools})
     refused, text = run(world, spec=bigger)
