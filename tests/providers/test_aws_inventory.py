@@ -74,3 +74,15 @@ def test_bastion_connection_needs_the_bastion_output():
     )
     with pytest.raises(OutputsError, match="no 'bastion' address"):
         nodes_from_outputs(spec, OUTPUTS)
+
+
+def test_bastion_nodes_check_host_keys_despite_the_pipelines_default():
+    spec, _ = load_spec(stack_path("dev"))
+    spec = spec.model_copy(
+        update={"provider": spec.provider.model_copy(update={"connection": "ssh-bastion"})}
+    )
+    nodes = nodes_from_outputs(spec, {**OUTPUTS, "bastion": "203.0.113.9"})
+    for node in nodes:
+        assert "StrictHostKeyChecking=accept-new" in node.connection["ansible_ssh_common_args"]
+        # without this, ANSIBLE_HOST_KEY_CHECKING=False puts StrictHostKeyChecking=no first and wins
+        assert node.connection["ansible_ssh_host_key_checking"] == "true"

@@ -56,6 +56,11 @@ def connection_vars(spec: ClusterSpec, outputs: Mapping[str, Any], node: Mapping
         "ansible_host": node["private_ip"],
         "ansible_user": user,
         "ansible_ssh_common_args": f"-o ProxyJump={user}@{bastion} -o StrictHostKeyChecking=accept-new",
+        # The pipeline runs Ansible with ANSIBLE_HOST_KEY_CHECKING=False (container nodes have no
+        # host keys), which puts `-o StrictHostKeyChecking=no` before these arguments; ssh keeps
+        # the first value, so accept-new above would never apply. This turns checking back on for
+        # this host (measured with a private sshd: see clusterforge/providers/static/ssh.py).
+        "ansible_ssh_host_key_checking": "true",
     }
 
 
