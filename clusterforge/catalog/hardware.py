@@ -150,15 +150,33 @@ class CommonThresholds(_Judged):
     source: list[str] = Field(min_length=1)
 
 
+class MetricGaps(BaseModel):
+    """One metric's own gaps inside a type's ``fleet`` block (a metric noisier than the rest)."""
+
+    model_config = ConfigDict(extra="forbid")
+    warn_gap_pct: float = Field(gt=0, lt=100)
+    fail_gap_pct: float = Field(gt=0, lt=100)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> MetricGaps:
+        if self.warn_gap_pct >= self.fail_gap_pct:
+            raise ValueError(
+                f"warn_gap_pct {self.warn_gap_pct} must be under fail_gap_pct {self.fail_gap_pct}"
+            )
+        return self
+
+
 class FleetRules(_Judged):
     """How far under the fleet reference a node's figure may fall (clusterforge/certify/fleet.py).
 
     Gaps are percent of the reference (this run's median for the type, or the stored baseline);
-    ``z_warn`` applies the robust z-score 0.6745 (x - median) / MAD, only with enough nodes."""
+    ``z_warn`` applies the robust z-score 0.6745 (x - median) / MAD, only with enough nodes.
+    ``metrics`` gives named metrics (fleet metric names) their own gaps."""
 
     warn_gap_pct: float = Field(gt=0, lt=100, description="% under the reference that warns")
     fail_gap_pct: float = Field(gt=0, lt=100, description="% under the reference that fails")
     z_warn: float = Field(gt=0, description="warn when the robust z is at or under -z_warn")
+    metrics: dict[str, MetricGaps] = Field(default_factory=dict)
     source: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")

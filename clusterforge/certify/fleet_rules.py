@@ -72,6 +72,12 @@ def rules_for(
     if base.estimate:
         where += " (estimate)"
     values = {f: float(getattr(base, f)) for f in FIELDS}
+    own_gaps = base.metrics.get(metric)
+    profile_sets_gaps = any(_override(overrides or {}, metric, f) for f in ("warn_gap_pct", "fail_gap_pct"))
+    # The catalogue may give a noisy metric its own gaps; a profile that sets gaps decides alone.
+    if own_gaps is not None and not profile_sets_gaps:
+        values["warn_gap_pct"], values["fail_gap_pct"] = own_gaps.warn_gap_pct, own_gaps.fail_gap_pct
+        where += f" ({metric}'s own gaps)"
     used: list[str] = []
     for field in FIELDS:
         found = _override(overrides or {}, metric, field)

@@ -50,7 +50,7 @@ def test_the_store_lives_under_the_state_dir_and_writes_atomically(
 
 def test_outliers_warned_and_failed_nodes_never_enter(tmp_path: Path) -> None:
     store = BaselineStore("dev", root=tmp_path)
-    reports = fleet(8, sd=0.005, outliers={"node-00002": 60.0, "node-00003": 20.0})
+    reports = fleet(8, sd=0.005, outliers={"node-00002": 70.0, "node-00003": 40.0})
     reports["node-00004"]["verdict"] = "fail"  # the node-side checks failed it
     run(store, reports)
     baseline = store.load("local")
@@ -73,7 +73,7 @@ def test_each_metric_keeps_its_last_k_samples_and_the_reference_is_their_median(
 def test_a_later_small_run_is_judged_against_what_an_earlier_run_recorded(tmp_path: Path) -> None:
     store = BaselineStore("dev", root=tmp_path)
     run(store, fleet(6, sd=0.01))
-    alone = {"solo": report("solo", matmul=[MATMUL * 0.5])}
+    alone = {"solo": report("solo", matmul=[MATMUL * 0.25])}
     j = judge_run(alone, {"solo": "local"}, catalog=HW, baselines=store, versions=VERSIONS)
     m = next(x for x in j.nodes["solo"].metrics if x.metric == "matmul-burnin.rate")
     assert m.reference_kind == "baseline" and m.status == "fail"

@@ -170,7 +170,7 @@ def test_the_cpu_capped_node_of_issue_10_gets_a_one_line_reason_with_its_evidenc
 
 
 def test_a_slow_batch_is_judged_against_the_baseline_never_healthy_because_all_agree() -> None:
-    reports = fleet(30, sd=0.01, scale=0.5)  # every node 50 % slow
+    reports = fleet(30, sd=0.01, scale=0.3)  # every node 70 % slow
     alone = judge(reports)
     assert all(v.passed for v in alone.nodes.values())  # all agree, nothing stored: only the floor
     j = judge(reports, baselines={"local": baseline_of(MATMUL)})
@@ -193,11 +193,11 @@ def test_a_slow_gpu_batch_with_no_baseline_falls_to_the_floor() -> None:
 
 @pytest.mark.parametrize("n", [1, 2])
 def test_one_or_two_nodes_are_judged_against_the_baseline(n: int) -> None:
-    reports = {f"n{i}": report(f"n{i}", matmul=[MATMUL * (0.5 if i == 0 else 1.0)]) for i in range(n)}
+    reports = {f"n{i}": report(f"n{i}", matmul=[MATMUL * (0.25 if i == 0 else 1.0)]) for i in range(n)}
     j = judge(reports, baselines={"local": baseline_of(MATMUL)})
     slow = matmul(j, "n0")
     assert slow.reference_kind == "baseline" and slow.status == "fail"
-    assert "50 % under the baseline 46.5 (12 earlier local samples)" in slow.line
+    assert "75 % under the baseline 46.5 (12 earlier local samples)" in slow.line
     if n == 2:
         assert matmul(j, "n1").status == "pass"
 
@@ -231,7 +231,7 @@ def test_a_corrupt_baseline_file_is_named_and_judging_goes_on_with_the_floor(tmp
 def test_a_baseline_of_other_software_versions_is_not_applied_unless_the_profile_says_so() -> None:
     old = {"local": baseline_of(MATMUL, {"slurm": "23.02.1"})}
     now = {"local": {"slurm": "22.05.8"}}
-    slow = {"n1": report("n1", matmul=[20.0])}
+    slow = {"n1": report("n1", matmul=[10.0])}
     j = judge(slow, baselines=old, versions=now)
     m = matmul(j, "n1")
     assert m.reference_kind == "floor" and m.status == "pass"
@@ -244,14 +244,31 @@ def test_a_baseline_of_other_software_versions_is_not_applied_unless_the_profile
 
 def test_a_profile_override_moves_the_gaps() -> None:
     reports = {f"n{i}": report(f"n{i}", matmul=[MATMUL]) for i in range(5)}
-    reports["slow"] = report("slow", matmul=[MATMUL * 0.6])  # 40 % under
-    assert matmul(judge(reports), "slow").status == "fail"  # local's catalogue fail gap: 35 %
-    j = judge(reports, overrides={"local": {"fleet.matmul-burnin.rate.fail_gap_pct": 60}})
+    reports["slow"] = report("slow", matmul=[MATMUL * 0.3])  # 70 % under
+    assert matmul(judge(reports), "slow").status == "fail"  # local's catalogue fail gap: 60 %
+    j = judge(reports, overrides={"local": {"fleet.matmul-burnin.rate.fail_gap_pct": 80}})
     m = matmul(j, "slow")
     assert m.status == "warn"
     group = next(g for g in j.groups if g.metric == "matmul-burnin.rate")
     assert "fleet.matmul-burnin.rate.fail_gap_pct" in group.rules.source
-    assert group.fail_at == pytest.approx(MATMUL * 0.4)
+    assert group.fail_at == pytest.approx(MATMUL * 0.2)
+
+
+def test_a_metric_with_its_own_catalogue_gaps() -> None:
+    # local's shared-disk storage rates are judged at 90 % (catalogue), matmul at 60 %
+    def with_write(node: str, rate: float) -> dict:
+        return report(node, write=rate)
+
+    reports = {f"n{i}": with_write(f"n{i}", 200.0) for i in range(4)}
+    reports["half"] = with_write("half", 40.0)  # 80 % under: warned, not failed, on a shared disk
+    reports["stuck"] = with_write("stuck", 2.0)  # 99 % under: a throttled path
+    j = judge(reports)
+    by = {
+        n: next(m for m in v.metrics if m.metric == "shared-storage.write_rate") for n, v in j.nodes.items()
+    }
+    assert by["half"].status == "warn" and by["stuck"].status == "fail"
+    group = next(g for g in j.groups if g.metric == "shared-storage.write_rate")
+    assert "own gaps" in group.rules.source
 
 
 def test_a_time_metric_is_judged_lower_is_better() -> None:

@@ -60,8 +60,9 @@ def test_profile_overrides_win_over_catalogue(tmp_path: Path) -> None:
         (STACKS / "local.yaml")
         .read_text()
         .replace(
-            "      thresholds:\n",
-            "      skip_checks: [checkpoint-restart]\n      thresholds:\n        matmul.cpu_gflops_min: 123.0\n",
+            "durations: {burnin_seconds: 10, nccl_iterations: 5, checkpoint_steps: 6}",
+            "durations: {burnin_seconds: 10, nccl_iterations: 5, checkpoint_steps: 6}\n"
+            "      thresholds: {matmul.cpu_gflops_min: 123.0}\n      skip_checks: [checkpoint-restart]",
         )
     )
     path = tmp_path / "local.yaml"

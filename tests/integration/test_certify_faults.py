@@ -55,7 +55,7 @@ def test_the_healthy_stack_is_certified_three_times_in_a_row(local_stack: Stack)
 
 
 def test_a_cpu_capped_node_is_drained_against_the_reference(local_stack: Stack) -> None:
-    podman("update", "--cpus", "0.15", container(local_stack, "node-002"))
+    podman("update", "--cpus", "0.1", container(local_stack, "node-002"))
     try:
         run = local_stack.cf("certify", "--nodes", "node-002")
     finally:
