@@ -140,7 +140,7 @@ class NetworkStep:
                 head_run, planner, jobs, config_for, note=lambda text: self.note(list(nodes), text)
             )
             healthy = [n for n, v in result.node_verdicts.items() if v.ok] + [n.name for n in lent]
-            if self.scaling:
+            if self.scaling and len(group) >= SMALL_BATCH:  # not for one or two nodes re-certified
                 self.note(healthy, "network: scaling tests (busbw against group size, for the report)")
                 run_scaling(head_run, jobs, healthy, config_for, log, result.rounds + 1)
         finally:
