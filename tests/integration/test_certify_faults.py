@@ -24,7 +24,8 @@ import pytest
 
 from tests.integration.stack import COMPUTE, Stack, assert_serving, podman, restore, sinfo
 
-pytestmark = pytest.mark.integration
+# Opt-in (`invoke test --marks long`): not yet run green on these machines (README, Tests).
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 # "<check>: <figure> <unit> ..., NN % under the fleet median|baseline ..." (fleet_stage / fleet.py)
 PERF_REASON = re.compile(r"^clusterforge: [a-z0-9-]+: .*\d[\d.]* \S+.* % under the (fleet median|baseline)")

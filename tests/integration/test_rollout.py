@@ -16,7 +16,8 @@ import yaml
 
 from tests.integration.stack import COMPUTE, Stack, assert_serving, podman, wait_for
 
-pytestmark = pytest.mark.integration
+# Opt-in (`invoke test --marks long`): not yet run green on these machines (README, Tests).
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 OLD, NEW = "535.261.03", "535.309.01"
 PACKAGE = "nvidia-smi"  # one of the pinned userland packages (roles/nvidia_driver/vars/Debian-12.yml)
