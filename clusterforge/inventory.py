@@ -255,9 +255,7 @@ def render_inventory(
     group_vars = {
         "clusterforge": {"clusterforge_stack": spec.stack, "clusterforge_provider": spec.provider.kind},
         "slurm": slurm_vars(spec, nodes, hw, munge_key_file),
-        "software": software_vars(
-            spec, bool(nodes) and all(hw[n.instance_type].container for n in nodes)
-        ),
+        "software": software_vars(spec, bool(nodes) and all(hw[n.instance_type].container for n in nodes)),
         "shared_storage": storage_vars(spec, outputs),
         "monitoring": monitoring_vars(spec),
         "pyxis": pyxis_vars(spec),
