@@ -110,7 +110,9 @@ def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> Non
     sys.stdout.write(f"certify with a silent slurmd took {took:.0f} s\n")
     assert run.returncode == 1
     states = sinfo(local_stack.name)
-    assert states["node-002"][0] == "drained", states
+    # DRAIN either way: "draining" while the probe job stays COMPLETING on the silent node (Slurm
+    # keeps it until the node answers; measured here), "drained" once nothing runs there.
+    assert states["node-002"][0] in ("drained", "draining"), states
     reason = states["node-002"][1]
     assert reason.startswith("clusterforge: slurmd-responding:") and "slurmd" in reason, reason
     assert_serving(local_stack, ["node-001", "node-003"])
