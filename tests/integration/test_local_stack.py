@@ -102,6 +102,9 @@ def test_one_command_per_stack_and_a_killed_holders_lock_is_taken_over(local_sta
     assert_serving(local_stack, COMPUTE)  # the cut-short certification was done again, nobody left held
 
 
+# Opt-in (`--marks long`) until run whole: the drain-alone half passed here twice (reason, others
+# idle, nobody held), the slurmd-restarted half has not run yet (README, Tests).
+@pytest.mark.long
 def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> None:
     local_stack.node("node-002", "systemctl", "stop", "slurmd")
     started = time.monotonic()
@@ -112,7 +115,7 @@ def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> Non
     states = sinfo(local_stack.name)
     # DRAIN either way: "draining" while the probe job stays COMPLETING on the silent node (Slurm
     # keeps it until the node answers; measured here), "drained" once nothing runs there.
-    assert states["node-002"][0] in ("drained", "draining"), states
+    assert states["node-002"][0].rstrip("*$") in ("drained", "draining"), states  # `*`: not responding
     reason = states["node-002"][1]
     assert reason.startswith("clusterforge: slurmd-responding:") and "slurmd" in reason, reason
     assert_serving(local_stack, ["node-001", "node-003"])
@@ -123,6 +126,8 @@ def test_a_node_whose_slurmd_stopped_is_drained_alone(local_stack: Stack) -> Non
     assert_serving(local_stack, COMPUTE)
 
 
+# Opt-in (`--marks long`): not yet run since `up` skips nodes on their digest (README, Tests).
+@pytest.mark.long
 def test_a_drifted_pinned_package_drains_that_node_only(local_stack: Stack) -> None:
     drifted = local_stack.node("node-002", "sh", "-c", DRIFT).strip()
     assert drifted == "22.05.7-1"
