@@ -12,6 +12,7 @@ import statistics
 from html import escape
 from typing import Any
 
+from clusterforge.reports.summary import num
 from clusterforge.reports.svg import fmt_num
 
 WIDTH, ROW, PAD = 560, 26, 70
@@ -21,21 +22,13 @@ def _esc(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def _num(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number else None
-
-
 def strip_plot(group: dict[str, Any], statuses: dict[str, str]) -> str:
     """One metric: a dot per node on a value axis, the reference (solid) and the warn and fail
     limits (dashed); dots of nodes that warned or failed are coloured and labelled."""
-    values = {str(n): v for n, raw in (group.get("values") or {}).items() if (v := _num(raw)) is not None}
+    values = {str(n): v for n, raw in (group.get("values") or {}).items() if (v := num(raw)) is not None}
     if not values:
         return ""
-    marks = {k: _num(group.get(k)) for k in ("reference", "warn_at", "fail_at")}
+    marks = {k: num(group.get(k)) for k in ("reference", "warn_at", "fail_at")}
     every = [*values.values(), *(m for m in marks.values() if m is not None)]
     lo, hi = min(every), max(every)
     if hi == lo:
@@ -95,7 +88,7 @@ def fleet_section(fleet: dict[str, Any] | None, reports: list[dict[str, Any]]) -
         plot = strip_plot(g, _statuses(reports, metric))
         if not plot:
             continue
-        ref = _num(g.get("reference"))
+        ref = num(g.get("reference"))
         where = f"{_esc(g.get('reference_kind'))} {fmt_num(ref)}" if ref is not None else "no reference"
         note = f"<br><span class='meta'>{_esc(g.get('note'))}</span>" if g.get("note") else ""
         rows.append(
@@ -121,7 +114,7 @@ def network_section(network: dict[str, Any] | None) -> str:
         if not isinstance(g, dict):
             continue
         nodes = [str(n) for n in g.get("nodes") or []]
-        figure = _num(g.get("figure"))
+        figure = num(g.get("figure"))
         if figure is not None:
             by_size.setdefault(len(nodes), []).append(figure)
         shown = "no result" if figure is None else f"{fmt_num(figure)} GB/s"
