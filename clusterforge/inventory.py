@@ -67,6 +67,10 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
         hv["clusterforge_container"] = it.container
         # The same facts under the role variables that act on them (roles never read clusterforge_*).
         hv["fabric_manager_enabled"] = bool(it.gpu and it.gpu.nvswitch)
+        # NVLink5 baseboards (B200) also need nvlsm, infiniband-diags and ib_umad (compat fabric_manager).
+        hv["fabric_manager_nvlink5"] = bool(
+            it.gpu and it.gpu.nvswitch and load_compat().fabric_manager.is_nvlink5(it.gpu.architecture)
+        )
         hv["efa_enabled"] = it.has_efa
         hv["monitoring_gpu_count"] = it.gpu_count
         # No unattended kernel/driver upgrades where a driver module is loaded (common role).

@@ -12,9 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clusterforge import strict_yaml
 from clusterforge.catalog.hardware import DATA_DIR, Provenance
 from clusterforge.catalog.versions import at_least, major, major_minor, vtuple
 
@@ -93,9 +93,34 @@ class DriverLifecycle(_Sourced):
         return known.end_of_life if known.end_of_life <= self.as_of else None
 
 
+class Nvlink5Rule(_Data):
+    """What an NVLink5 (fifth-generation NVSwitch) baseboard needs beside Fabric Manager: the NVLink
+    Subnet Manager and InfiniBand management tools, and ib_umad loaded (Fabric Manager's precheck
+    talks to the NVSwitches through /dev/infiniband/umad*)."""
+
+    architectures: list[str] = Field(min_length=1, description="GPU architectures with NVLink5, e.g. sm_100")
+    packages: list[str] = Field(min_length=1, description="Installed at the repository's own versions")
+    kernel_modules: list[str] = Field(min_length=1, description="Loaded at boot (modules-load.d)")
+
+
 class FabricManagerRule(_Sourced):
     required_on_nvswitch: bool
     must_equal_driver: bool
+    unbranched_from: int = Field(
+        description="First branch whose packages drop the branch from their names (nvidia-fabricmanager)"
+    )
+    companions: list[str] = Field(
+        description="Packages installed at the driver's exact version beside nvidia-fabricmanager"
+    )
+    nvlink5: Nvlink5Rule
+
+    def package_names(self, branch: int) -> list[str]:
+        """nvidia-fabricmanager and its companions as the repository names them for ``branch``."""
+        suffix = "" if branch >= self.unbranched_from else f"-{branch}"
+        return [f"{name}{suffix}" for name in ["nvidia-fabricmanager", *self.companions]]
+
+    def is_nvlink5(self, architecture: str | None) -> bool:
+        return architecture is not None and architecture in self.nvlink5.architectures
 
 
 class NcclCudaRule(_Sourced):
@@ -302,7 +327,7 @@ class CompatMatrix(_Data):
 
 def read_compat(path: Path) -> CompatMatrix:
     """Parse one matrix file (tests use this on altered copies)."""
-    return CompatMatrix.model_validate(yaml.safe_load(path.read_text()))
+    return CompatMatrix.model_validate(strict_yaml.load_file(path))
 
 
 @cache

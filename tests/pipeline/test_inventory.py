@@ -90,6 +90,23 @@ def test_gpu_nodes_get_gres() -> None:
     assert children["slurm_controller"]["hosts"]["head-001"]["common_unattended_upgrades"] is True
 
 
+@pytest.mark.parametrize(
+    ("instance_type", "fabric_manager", "nvlink5"),
+    [
+        ("p6-b200.48xlarge", True, True),  # HGX B200: NVLink5 (nvlsm, infiniband-diags, ib_umad)
+        ("p5.48xlarge", True, False),  # HGX H100: fourth-generation NVSwitch
+        ("g5.xlarge", False, False),  # no NVSwitch
+    ],
+)
+def test_nvlink5_nodes_get_the_subnet_manager(
+    instance_type: str, fabric_manager: bool, nvlink5: bool
+) -> None:
+    from clusterforge.inventory import host_vars
+
+    hv = host_vars(Node("gpu-001", "10.0.0.5", "gpu", "gpu", instance_type, {"ansible_connection": "ssh"}))
+    assert (hv["fabric_manager_enabled"], hv["fabric_manager_nvlink5"]) == (fabric_manager, nvlink5)
+
+
 def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> None:
     spec, _ = load_spec(STACKS / "prod.yaml")
     nodes = [Node("gpu-001", "10.0.0.5", "gpu", "gpu", "p5.48xlarge", {"ansible_connection": "ssh"})]

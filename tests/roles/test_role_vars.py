@@ -15,6 +15,8 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
+from clusterforge.catalog import load_compat
+
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 
 FACTS = {
@@ -71,52 +73,102 @@ def render(role: str, os_image: str | None, expr: str, **overrides: Any) -> Any:
     return templar.template(trust_as_template(expr))
 
 
-# (os image, branch, version, module, source) -> pinned packages, pin, headers. Sources:
-# - Ubuntu: the branch-named packages of nvidia-graphics-drivers-<branch> (packages.ubuntu.com,
-#   source nvidia-graphics-drivers-590: libnvidia-compute-590, nvidia-compute-utils-590,
-#   nvidia-dkms-590, nvidia-dkms-590-open; nvidia-utils-<branch>), NVIDIA's revision -0ubuntu1;
-#   580 keeps the branch (NVIDIA's 580 instructions: libnvidia-compute-580 nvidia-utils-580 nvidia-dkms-580).
-# - Debian 12, CUDA repository: NVIDIA driver installation guide, Debian, compute-only
-#   (nvidia-driver-cuda + nvidia-kernel-open-dkms), revision -1.
-# - Debian 12, distro: Debian bookworm non-free (apt-cache show nvidia-kernel-dkms: 535.261.03-1,
-#   Depends firmware-nvidia-gsp from non-free-firmware).
-# - Headers: the running kernel's (NVIDIA guide, "Pre-installation Actions") and its flavour's meta
-#   package, linux-headers-aws (Ubuntu's linux-aws) and linux-headers-cloud-amd64 (Debian).
+# (os image, branch, version, module, source) -> pinned packages, pin, headers, source. Sources:
+RECENT_UPDATES = (
+    "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/recent-updates.html ('Starting with "
+    "branch 590, the Ubuntu packages will be renamed by removing the branch designation from the package "
+    "name': libnvidia-compute-580 -> libnvidia-compute, nvidia-dkms-580(-open) -> nvidia-dkms(-open))"
+)
+UBUNTU_590_LIST = (
+    "https://github.com/dsx-ai-factory/infra-controller/pull/6049 (590 package list against NVIDIA's "
+    "ubuntu2404 repository: libnvidia-compute, nvidia-compute-utils, nvidia-utils, nvidia-dkms-open)"
+)
+UBUNTU_REVISION = (
+    "NVIDIA's Ubuntu revisions -0ubuntu1 (570.133.20-0ubuntu1) and -1ubuntu1 (580.126.16-1ubuntu1 in "
+    "infra-controller pull 6049; 595.71.05-1ubuntu1 in https://github.com/NVIDIA/gpu-driver-container/pull/899)"
+)
+DEBIAN_GUIDE = (
+    "NVIDIA driver installation guide, Debian, compute-only (nvidia-driver-cuda + nvidia-kernel-open-dkms), "
+    "revision -1; Debian names carry no branch on any branch"
+)
+DEBIAN_DISTRO = (
+    "Debian bookworm non-free (apt-cache show nvidia-kernel-dkms: 535.261.03-1, Depends firmware-nvidia-gsp)"
+)
+# Headers: the running kernel's (NVIDIA guide, "Pre-installation Actions") and its flavour's meta
+# package, linux-headers-aws (Ubuntu's linux-aws) and linux-headers-cloud-amd64 (Debian).
+UBUNTU_22_HEADERS = ["linux-headers-6.8.0-1021-aws", "linux-headers-aws"]
+UBUNTU_24_HEADERS = ["linux-headers-6.8.0-1024-aws", "linux-headers-aws"]
+DEBIAN_HEADERS = ["linux-headers-6.1.0-40-cloud-amd64", "linux-headers-cloud-amd64"]
+DEBIAN_CUDA_REPO = ["nvidia-driver-cuda", "nvidia-persistenced", "nvidia-smi", "libcuda1", "libnvidia-ml1"]
 DRIVER_TABLE = [
+    (
+        ("ubuntu-22.04", "535", "535.261.03", "proprietary", "cuda-repo"),
+        ["libnvidia-compute-535", "nvidia-utils-535", "nvidia-compute-utils-535", "nvidia-dkms-535"],
+        "535.261.03-*ubuntu1",
+        UBUNTU_22_HEADERS,
+        RECENT_UPDATES + "; " + UBUNTU_REVISION,
+    ),
     (
         ("ubuntu-22.04", "570", "570.133.20", "open", "cuda-repo"),
         ["libnvidia-compute-570", "nvidia-utils-570", "nvidia-compute-utils-570", "nvidia-dkms-570-open"],
-        "570.133.20-0ubuntu1",
-        ["linux-headers-6.8.0-1021-aws", "linux-headers-aws"],
+        "570.133.20-*ubuntu1",
+        UBUNTU_22_HEADERS,
+        RECENT_UPDATES + "; " + UBUNTU_REVISION,
     ),
     (
+        # 580 keeps the branch (NVIDIA's 580 instructions: libnvidia-compute-580 nvidia-utils-580 nvidia-dkms-580).
         ("ubuntu-24.04", "580", "580.95.05", "proprietary", "cuda-repo"),
         ["libnvidia-compute-580", "nvidia-utils-580", "nvidia-compute-utils-580", "nvidia-dkms-580"],
-        "580.95.05-0ubuntu1",
-        ["linux-headers-6.8.0-1024-aws", "linux-headers-aws"],
+        "580.95.05-*ubuntu1",
+        UBUNTU_24_HEADERS,
+        RECENT_UPDATES + "; " + UBUNTU_REVISION,
+    ),
+    (
+        ("ubuntu-24.04", "590", "590.48.01", "open", "cuda-repo"),
+        ["libnvidia-compute", "nvidia-utils", "nvidia-compute-utils", "nvidia-dkms-open"],
+        "590.48.01-*ubuntu1",
+        UBUNTU_24_HEADERS,
+        RECENT_UPDATES + "; " + UBUNTU_590_LIST,
+    ),
+    (
+        ("ubuntu-22.04", "595", "595.71.05", "proprietary", "cuda-repo"),
+        ["libnvidia-compute", "nvidia-utils", "nvidia-compute-utils", "nvidia-dkms"],
+        "595.71.05-*ubuntu1",
+        UBUNTU_22_HEADERS,
+        RECENT_UPDATES + "; " + UBUNTU_REVISION,
     ),
     (
         ("debian-12", "570", "570.133.20", "open", "cuda-repo"),
-        ["nvidia-driver-cuda", "nvidia-persistenced", "nvidia-smi", "libcuda1", "libnvidia-ml1"]
-        + ["nvidia-kernel-open-dkms"],
+        DEBIAN_CUDA_REPO + ["nvidia-kernel-open-dkms"],
         "570.133.20-1",
-        ["linux-headers-6.1.0-40-cloud-amd64", "linux-headers-cloud-amd64"],
+        DEBIAN_HEADERS,
+        DEBIAN_GUIDE,
+    ),
+    (
+        ("debian-12", "590", "590.48.01", "proprietary", "cuda-repo"),
+        DEBIAN_CUDA_REPO + ["nvidia-kernel-dkms"],
+        "590.48.01-1",
+        DEBIAN_HEADERS,
+        DEBIAN_GUIDE,
     ),
     (
         ("debian-12", "535", "535.261.03", "proprietary", "distro"),
         ["nvidia-smi", "libnvidia-ml1", "libcuda1", "nvidia-alternative", "libnvidia-ptxjitcompiler1"]
         + ["libnvidia-pkcs11-openssl3", "nvidia-kernel-dkms"],
         "535.261.03-*",
-        ["linux-headers-6.1.0-40-cloud-amd64", "linux-headers-cloud-amd64"],
+        DEBIAN_HEADERS,
+        DEBIAN_DISTRO,
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("case", "packages", "pin", "headers"), DRIVER_TABLE, ids=["-".join(r[0][:2]) for r in DRIVER_TABLE]
+    ("case", "packages", "pin", "headers", "source"),
+    DRIVER_TABLE,
+    ids=["-".join(r[0][:2]) for r in DRIVER_TABLE],
 )
 def test_driver_packages_are_the_documented_names(
-    case: tuple[str, ...], packages: list[str], pin: str, headers: list[str]
+    case: tuple[str, ...], packages: list[str], pin: str, headers: list[str], source: str
 ) -> None:
     os_image, branch, version, module, source = case
     given = {
@@ -128,6 +180,39 @@ def test_driver_packages_are_the_documented_names(
     assert render("nvidia_driver", os_image, "{{ _nvidia_driver_pinned }}", **given) == packages
     assert render("nvidia_driver", os_image, "{{ _nvidia_driver_pin }}", **given) == pin
     assert render("nvidia_driver", os_image, "{{ _nvidia_driver_headers }}", **given) == headers
+
+
+# (os image, branch, version, source) -> the version-locking package installed where offered, and
+# whether it must be there. NVIDIA's pinning packages exist for Debian and Ubuntu ("Recent Updates":
+# "Driver pinning packages have been introduced for Debian and Ubuntu"; nvidia-driver-pinning-580 on
+# Debian 13 and nvidia-driver-pinning-580.173.02 on Ubuntu 24.04 in public install scripts); from 590 on
+# Ubuntu the names carry no branch, so only the pinning package keeps apt on the version.
+PINNING_TABLE = [
+    (("ubuntu-22.04", "570", "570.133.20", "cuda-repo"), [], False),
+    (("ubuntu-24.04", "580", "580.95.05", "cuda-repo"), ["nvidia-driver-pinning-580.95.05"], False),
+    (("ubuntu-24.04", "590", "590.48.01", "cuda-repo"), ["nvidia-driver-pinning-590.48.01"], True),
+    (("ubuntu-22.04", "595", "595.71.05", "cuda-repo"), ["nvidia-driver-pinning-595.71.05"], True),
+    (("debian-12", "590", "590.48.01", "cuda-repo"), ["nvidia-driver-pinning-590.48.01"], False),
+    (("debian-12", "535", "535.261.03", "distro"), [], False),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "wanted", "required"), PINNING_TABLE, ids=["-".join(r[0][:2]) for r in PINNING_TABLE]
+)
+def test_driver_pinning_package_per_branch(case: tuple[str, ...], wanted: list[str], required: bool) -> None:
+    os_image, branch, version, source = case
+    given = {"nvidia_driver_branch": branch, "nvidia_driver_version": version, "nvidia_driver_source": source}
+    got = render(
+        "nvidia_driver",
+        os_image,
+        "{{ [_nvidia_driver_pinning_package] if _nvidia_driver_pinning_wanted | bool else [] }}",
+        **given,
+    )
+    assert got == wanted
+    assert (
+        render("nvidia_driver", os_image, "{{ _nvidia_driver_pinning_required | bool }}", **given) == required
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,23 +245,84 @@ def test_container_nodes_install_no_kernel_module_package() -> None:
     assert not [p for p in pinned if "dkms" in p]
 
 
-@pytest.mark.parametrize(
-    ("version", "package", "pin"),
-    [
-        # NVIDIA's CUDA repository (debian12 listing): the branch is in the name up to 575, not from 580.
-        ("570.133.20", "nvidia-fabricmanager-570", "570.133.20-1"),
-        ("575.57.08", "nvidia-fabricmanager-575", "575.57.08-1"),
-        ("580.65.06", "nvidia-fabricmanager", "580.65.06-1"),
-    ],
+FM_INSTALL_SH = (
+    "https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu22.04/install.sh (branch >= 580: "
+    "nvidia-fabricmanager, libnvidia-nscq, else -${DRIVER_BRANCH}; '=${DRIVER_VERSION}*')"
 )
-def test_fabric_manager_package_name_per_branch(version: str, package: str, pin: str) -> None:
+FM_DEBIAN = "NVIDIA debian12 listing: nvidia-fabricmanager-575_575.57.08-1, nvidia-fabricmanager_580.65.06-1"
+FM_UBUNTU_570 = (
+    "public install scripts: nvidia-fabricmanager-570=570.133.20-1 libnvidia-nscq-570=570.133.20-1"
+)
+# (os image, version) -> pinned packages, pin, source.
+FABRIC_MANAGER_TABLE = [
+    (
+        ("debian-12", "570.133.20"),
+        ["nvidia-fabricmanager-570", "libnvidia-nscq-570"],
+        "570.133.20-1",
+        FM_DEBIAN,
+    ),
+    (
+        ("debian-12", "575.57.08"),
+        ["nvidia-fabricmanager-575", "libnvidia-nscq-575"],
+        "575.57.08-1",
+        FM_DEBIAN,
+    ),
+    (("debian-12", "580.65.06"), ["nvidia-fabricmanager", "libnvidia-nscq"], "580.65.06-1", FM_DEBIAN),
+    (
+        ("ubuntu-22.04", "570.133.20"),
+        ["nvidia-fabricmanager-570", "libnvidia-nscq-570"],
+        "570.133.20-1",
+        FM_UBUNTU_570 + "; " + FM_INSTALL_SH,
+    ),
+    (("ubuntu-24.04", "580.95.05"), ["nvidia-fabricmanager", "libnvidia-nscq"], "580.95.05-*", FM_INSTALL_SH),
+    (
+        ("ubuntu-24.04", "595.71.05"),
+        ["nvidia-fabricmanager", "libnvidia-nscq"],
+        "595.71.05-*",
+        FM_INSTALL_SH + "; 595.71.05-1ubuntu1: https://github.com/NVIDIA/gpu-driver-container/pull/899",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "packages", "pin", "source"),
+    FABRIC_MANAGER_TABLE,
+    ids=["-".join(r[0]) for r in FABRIC_MANAGER_TABLE],
+)
+def test_fabric_manager_package_names_per_branch(
+    case: tuple[str, str], packages: list[str], pin: str, source: str
+) -> None:
+    os_image, version = case
     got = render(
         "fabric_manager",
-        "ubuntu-22.04",
-        "{{ [_fabric_manager_package, _fabric_manager_pin] }}",
-        fabric_manager_version=version,
+        os_image,
+        "{{ [_fabric_manager_pinned, _fabric_manager_pin] }}",
+        **{"fabric_manager_version": version},
     )
-    assert got == [package, pin]
+    assert got == [packages, pin]
+    # The compatibility matrix says the same (one rule, two readers).
+    assert load_compat().fabric_manager.package_names(int(version.split(".")[0])) == packages
+
+
+@pytest.mark.parametrize(("nvlink5", "extra"), [(True, ["nvlsm", "infiniband-diags"]), (False, [])])
+def test_nvlink5_nodes_get_the_subnet_manager_and_tools(nvlink5: bool, extra: list[str]) -> None:
+    given = {"fabric_manager_version": "580.95.05", "fabric_manager_nvlink5": nvlink5}
+    assert (
+        render("fabric_manager", "ubuntu-24.04", "{{ _fabric_manager_nvlink5_packages }}", **given) == extra
+    )
+    rule = load_compat().fabric_manager.nvlink5
+    assert (
+        render("fabric_manager", None, "{{ _fabric_manager_nvlink5_modules }}", **given)
+        == rule.kernel_modules
+    )
+    assert rule.packages == ["nvlsm", "infiniband-diags"]
+    pinned = render(
+        "fabric_manager",
+        None,
+        "{{ _fabric_manager_nvlink5_install }}",
+        fabric_manager_nvlsm_version="2025.10.14-1",
+    )
+    assert pinned == ["nvlsm=2025.10.14-1", "infiniband-diags"]
 
 
 def test_enroot_folders_and_their_shared_parents() -> None:
