@@ -17,8 +17,9 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, NamedTuple
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from clusterforge import strict_yaml
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 HARDWARE_FILE = DATA_DIR / "hardware.yaml"
@@ -319,7 +320,7 @@ def _source_refs(it: InstanceType) -> list[str]:
 
 def read_hardware(path: Path) -> HardwareCatalog:
     """Parse one catalogue file (tests use this on altered copies)."""
-    return HardwareCatalog.model_validate(yaml.safe_load(path.read_text()))
+    return HardwareCatalog.model_validate(strict_yaml.load_file(path))
 
 
 @cache

@@ -10,6 +10,7 @@ from typing import Any, get_origin
 import yaml
 from pydantic import ValidationError
 
+from clusterforge import strict_yaml
 from clusterforge.spec.models import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -150,7 +151,7 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def read_yaml(path: Path) -> tuple[Any, LineMap]:
-    """Parse YAML and index the line of every key. Syntax errors become a SpecError."""
+    """Parse YAML and index the line of every key. Syntax errors and duplicate keys become a SpecError."""
     file = _display(path)
     try:
         text = path.read_text()
@@ -159,8 +160,15 @@ def read_yaml(path: Path) -> tuple[Any, LineMap]:
             [Finding("error", "spec-file", "", f"cannot read spec: {exc.strerror}", file)]
         ) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = strict_yaml.compose(text, file)
+        data = strict_yaml.construct(node)
+    except strict_yaml.DuplicateKeyError as exc:
+        raise SpecError(
+            [
+                Finding("error", "yaml-duplicate-key", d.path, d.message(), file, d.line)
+                for d in exc.duplicates
+            ]
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.compat import COMPAT_FILE, read_compat
 from clusterforge.catalog.versions import at_least, major_minor, vcmp, vtuple
+from clusterforge.strict_yaml import DuplicateKeyError
 
 C = load_compat()
 HW = load_hardware()
@@ -193,3 +194,17 @@ def test_slurm_support_flags_follow_the_policy() -> None:
         assert fam.released[2:4] + "." + fam.released[5:7] == name, "families are named YY.MM"
         assert fam.upstream_supported is policy.supported(fam.released), name
     assert policy.supported("2025-06") and not policy.supported("2025-05")  # as_of 2026-11
+
+
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path: Path) -> None:
+    # A second top-level block must not silently replace the first (PyYAML keeps the last).
+    text = COMPAT_FILE.read_text()
+    top = next(line for line in text.splitlines() if line and line[0].isalpha())
+    path = tmp_path / "compat.yaml"
+    path.write_text(text + top + "\n")
+    key = top.split(":")[0]
+    with pytest.raises(DuplicateKeyError) as err:
+        read_compat(path)
+    last = len(path.read_text().splitlines())
+    assert str(err.value).startswith(f"{path}:{last}: {key}: duplicate key {key!r} (first at line ")
+    assert "remove one of them" in str(err.value)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from clusterforge.catalog import load_hardware
 from clusterforge.catalog.hardware import HARDWARE_FILE, Thresholds, read_hardware
+from clusterforge.strict_yaml import DuplicateKeyError
 
 HW = load_hardware()
 AWS_TYPES = HW.names(provider="aws")
@@ -241,3 +242,19 @@ def test_fleet_rules_with_warn_over_fail_are_refused(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ValidationError, match="warn_gap_pct 9.0 must be under fail_gap_pct 7.0"):
         read_hardware(path)
+
+
+def test_a_figure_given_twice_is_refused_with_its_line(tmp_path: Path) -> None:
+    # A second `vcpus:` for p5 must not silently replace the first (PyYAML keeps the last).
+    text = HARDWARE_FILE.read_text()
+    old = "  p5.48xlarge:\n    provider: aws\n    vcpus: 192\n    memory_mib: 2097152\n"
+    assert text.count(old) == 1
+    path = tmp_path / "hardware.yaml"
+    path.write_text(text.replace(old, old + "    vcpus: 191\n"))
+    line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if t == "    vcpus: 191")
+    with pytest.raises(DuplicateKeyError) as err:
+        read_hardware(path)
+    assert str(err.value) == (
+        f"{path}:{line}: instance_types.p5.48xlarge.vcpus: duplicate key 'vcpus' (first at line "
+        f"{line - 2}); YAML would silently keep only the last one: remove one of them"
+    )

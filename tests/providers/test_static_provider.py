@@ -80,6 +80,30 @@ def test_bad_inventories_say_file_host_and_fix(tmp_path: Path, text: str, says: 
     assert str(err.value).startswith(f"{path}: ") and says in str(err.value)
 
 
+def test_a_host_variable_given_twice_is_an_error_with_its_line(tmp_path: Path) -> None:
+    # PyYAML keeps the last ansible_host silently: the node would be reached at the wrong address.
+    text = (ROOT / "inventories" / "static-example" / "hosts.yml").read_text()
+    old = "          ansible_host: 192.0.2.21\n"
+    assert text.count(old) == 1
+    path = tmp_path / "hosts.yml"
+    path.write_text(text.replace(old, old + "          ansible_host: 192.0.2.99\n"))
+    line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if "192.0.2.99" in t)
+    with pytest.raises(ProviderError) as err:
+        read_inventory(path)
+    assert str(err.value) == (
+        f"{path}:{line}: all.children.gpu_nodes.hosts.gpu-001.ansible_host: duplicate key 'ansible_host' "
+        f"(first at line {line - 1}); YAML would silently keep only the last one: remove one of them"
+    )
+
+
+def test_a_duplicate_key_in_group_vars_is_an_error(tmp_path: Path) -> None:
+    path = write_inventory(tmp_path, {"gpu-001": {"ansible_host": "10.0.0.21"}})
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("ansible_port: 22\nansible_port: 2222\n")
+    with pytest.raises(ProviderError, match=r"group_vars/all.yml:2: ansible_port: duplicate key"):
+        read_inventory(path)
+
+
 # --- hosts to nodes ----------------------------------------------------------------------------
 
 

@@ -454,8 +454,13 @@ CASES = [
     (
         "fsx-on-local",
         "local",
-        [],
-        "storage:\n  fsx_lustre: {storage_capacity_gib: 1200, per_unit_storage_throughput: 125}\n",
+        [
+            (
+                "storage:\n  shared_volume: {name: shared, mount_point: /shared}\n",
+                "storage:\n  fsx_lustre: {storage_capacity_gib: 1200, per_unit_storage_throughput: 125}\n",
+            )
+        ],
+        "",
         "storage-provider",
         "error",
         "storage.fsx_lustre",

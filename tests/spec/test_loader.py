@@ -133,3 +133,35 @@ def test_unknown_key_inside_a_named_profile(tmp_path: Path) -> None:
     (out,) = errors_of(path)
     assert "certification.profiles.production.thresholdz: unknown key 'thresholdz'" in out
     assert "(did you mean 'thresholds'?)" in out
+
+
+def test_a_key_twice_in_a_pool_is_an_error_naming_the_second(tmp_path: Path) -> None:
+    # PyYAML keeps the last `count:` silently; the spec must say which line to remove.
+    path = write(tmp_path, [("    count: 16\n", "    count: 16\n    count: 4\n")])
+    (out,) = errors_of(path)
+    first = line_containing(path, "count: 16")
+    line = line_containing(path, "count: 4")
+    assert out.startswith(
+        f"{path}:{line}: node_pools[1].count: duplicate key 'count' (first at line {first})"
+    )
+    assert "remove one of them" in out and out.endswith("[yaml-duplicate-key]")
+
+
+def test_two_software_blocks_are_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path, [], append="software:\n  os_image: ubuntu-22.04\n")
+    (out,) = errors_of(path)
+    first = line_containing(path, "software:")
+    last = len(path.read_text().splitlines()) - 1
+    assert out.startswith(f"{path}:{last}: software: duplicate key 'software' (first at line {first})")
+
+
+def test_every_duplicate_is_listed_and_merge_keys_may_override(tmp_path: Path) -> None:
+    path = tmp_path / "spec.yaml"
+    path.write_text(
+        "stack: x\nstack: y\n"
+        "base: &b {count: 1, role: gpu}\n"
+        "pool: {<<: *b, count: 2}\n"  # overriding a merged key is what a merge is for
+        "other: {a: 1, a: 2}\n"
+    )
+    outs = errors_of(path)
+    assert [o.split(": duplicate")[0] for o in outs] == [f"{path}:2: stack", f"{path}:5: other.a"]

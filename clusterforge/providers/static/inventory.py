@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge import strict_yaml
 from clusterforge.providers.base import ProviderError
 
 # The groups the playbooks know (inventories/static-example/hosts.yml), and the role each one is.
@@ -37,11 +38,13 @@ class InventoryHost:
 
 def _load_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text())
+        return strict_yaml.load_file(path)
     except OSError as exc:
         raise ProviderError(
             f"{path}: cannot read the static inventory ({exc.strerror}); fix provider.inventory"
         ) from exc
+    except strict_yaml.DuplicateKeyError as exc:
+        raise ProviderError(str(exc)) from None
     except yaml.YAMLError as exc:
         raise ProviderError(
             f"{path}: not YAML ({str(exc).splitlines()[0]}); the static provider reads YAML inventories "
