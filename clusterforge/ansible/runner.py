@@ -117,6 +117,30 @@ def reap(marker: str, grace_s: float = 3.0) -> list[int]:
     return pids
 
 
+# The runs of this process that have not ended yet, by marker (their run folder).
+_ACTIVE: dict[str, PlaybookRun] = {}
+_ACTIVE_LOCK = threading.Lock()
+
+
+def active_runs() -> list[PlaybookRun]:
+    with _ACTIVE_LOCK:
+        return list(_ACTIVE.values())
+
+
+def stop_active_runs(grace_s: float = 3.0) -> list[int]:
+    """Cancel every unfinished playbook run of this process and stop its processes now.
+
+    ansible-runner starts ansible-playbook through pexpect, in a session of its own (and with
+    SIGHUP ignored), so neither a Ctrl-C in the terminal nor the end of this process reaches it:
+    a command that stops for any reason calls this before it lets go of the stack's lock.
+    Returns the pids that would not die."""
+    left: list[int] = []
+    for run in active_runs():
+        run.cancel()
+        left += reap(run.marker, grace_s)
+    return left
+
+
 class PlaybookRun:
     """One playbook run; ``cancel()`` may be called from another thread."""
 
@@ -145,6 +169,11 @@ class PlaybookRun:
         self.run_dir = runs_dir / f"{run_stamp()}-{playbook.stem}"
         self._cancel = threading.Event()
         self.model = ProgressModel(self.limit or (), self.secrets)
+
+    @property
+    def marker(self) -> str:
+        """The value of ``RUN_MARKER`` in the environment of every process of this run."""
+        return str(self.run_dir)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -175,10 +204,22 @@ class PlaybookRun:
             kwargs["limit"] = ",".join(self.limit)
         if self.tags:
             kwargs["tags"] = self.tags
-        kwargs["envvars"] = {**self.env, RUN_MARKER: str(self.run_dir)}
-        result = ansible_runner.run(**kwargs)
+        kwargs["envvars"] = {**self.env, RUN_MARKER: self.marker}
+        with _ACTIVE_LOCK:
+            _ACTIVE[self.marker] = self
+        try:
+            result = ansible_runner.run(**kwargs)
+        except BaseException:
+            # KeyboardInterrupt (or SIGTERM turned into one) inside ansible-runner's loop: it
+            # neither kills its child nor waits for it, and the child is out of the signal's reach.
+            self.cancel()
+            reap(self.marker)
+            raise
+        finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.pop(self.marker, None)
         if result.status in ("canceled", "timeout"):
-            reap(str(self.run_dir))
+            reap(self.marker)
         artifacts = self.run_dir / "artifacts" / "run"
         self.scrub(artifacts)
         stats = result.stats or {}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -48,18 +50,70 @@ def friendly(func: F) -> F:
 EXIT_BUSY = 2  # the stack's lock is held by another command (or its lock file is unusable)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM stops the body as Ctrl-C does (``KeyboardInterrupt``: the command's exit 130), and
+    however the body ends, no ansible-playbook this process started outlives it.
+
+    ansible-playbook runs in a session of its own (ansible-runner's pexpect), so neither signal
+    reaches it; without this a killed `invoke up`/`certify` left it driving the nodes. A second
+    signal while the runs are being stopped is not allowed to cut that short (``kill -9`` still
+    can; the lock's flock goes with the process, and the next command notes the takeover)."""
+    from clusterforge.ansible.runner import active_runs, stop_active_runs
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; a caller there installs them
+        return
+    stopping = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        if stopping:
+            running = len(active_runs())
+            print(
+                f"{signal.Signals(signum).name}: still stopping {running} Ansible run(s); wait a few seconds",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        stopping = True
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        stopping = True
+        try:
+            left = stop_active_runs()
+            if left:
+                pids = " ".join(map(str, left))
+                print(f"warning: Ansible processes would not stop: kill -9 {pids}", file=sys.stderr)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
 @contextmanager
 def locked(stack: str, command: str, wait: bool = False) -> Iterator[None]:
     """Hold the stack's lock (clusterforge/lock.py) around a task that changes the stack.
 
     Held by another command: exit 2 at once naming the holder (or wait, with ``--wait``). The
-    command line is recorded so that a refused command can say exactly what runs."""
+    command line is recorded so that a refused command can say exactly what runs. Inside,
+    SIGTERM and SIGINT are handled by ``interruptible``: every Ansible run of the command is
+    stopped before the lock is released, so the lock never reads free while a playbook runs."""
     from clusterforge.lock import LockError, stack_lock
 
     argv0 = os.path.basename(sys.argv[0]) if sys.argv else ""
     line = " ".join(["invoke", *sys.argv[1:]]) if argv0 in ("invoke", "inv") else f"invoke {command}"
     try:
-        with stack_lock(stack, line, wait=wait, note=lambda text: print(text, file=sys.stderr, flush=True)):
+        with (
+            stack_lock(stack, line, wait=wait, note=lambda text: print(text, file=sys.stderr, flush=True)),
+            interruptible(),
+        ):
             yield
     except LockError as exc:
         raise Exit(str(exc), code=EXIT_BUSY) from None
