@@ -1,24 +1,30 @@
 """Faults are the test: on the session's 3-compute-node stack, one fault at a time on one node.
 
-First the healthy stack is certified three times in a row and no node is drained; those runs
-record the fleet's baseline. Then each test injects one real fault into one node and certifies
-that node alone (it is judged against the stored baseline, and the network check borrows the
-other, certified nodes as known-good partners): exactly that node must be drained, with a reason
-naming the check and its figure against the reference, and every other node must stay idle and
-out of the hold. Each test undoes its fault and certifies the node again, so the next test starts
-from a healthy stack.
+First the healthy stack is certified three times in a row (the shared stack's first `up`, then two
+`invoke certify`) and no node is drained; those runs record the fleet's baseline. Then each test
+injects one real fault into one node and certifies it (judged against the stored baseline; the
+network check borrows certified idle nodes as known-good partners): exactly that node must be
+drained, with a reason naming the check and its figure against the reference, and every other
+node must be idle and out of the hold. Each test undoes its fault in the end; the node it drained
+is certified again by the next test's run, beside that test's faulted node, so every run also
+shows a repaired node admitted again (half the certifications of a separate restore run each).
 
 Faults (ENVIRONMENT.md says how each was tried here): a CPU cap (`podman update --cpus`); a
 pinned package removed (`dpkg --remove --force-depends`); a pinned package's hold removed;
-non-deterministic compute (validators/faults.py hook); one node's link rate-limited (`tc tbf` in
-its network namespace); a fault between two particular nodes only (`tc htb` + a `u32` filter on
-each peer's address), which must be reported as a link fault naming both.
+non-deterministic compute and a corrupted checkpoint (validators/faults.py hooks); one node's
+shared-storage writes throttled by the kernel (the blkio/io controller of that node's container
+cgroup, written from the host: `podman update --device-write-bps` does not apply it on cgroup v1
+here, measured); one node's link rate-limited (`tc tbf` in its network namespace); a fault between
+two particular nodes only (`tc htb` + a `u32` filter on each peer's address), which must be
+reported as a link fault naming both.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +35,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 # "<check>: <figure> <unit> ..., NN % under the fleet median|baseline ..." (fleet_stage / fleet.py)
 PERF_REASON = re.compile(r"^clusterforge: [a-z0-9-]+: .*\d[\d.]* \S+.* % under the (fleet median|baseline)")
+
+
+def not_serving(stack: Stack) -> list[str]:
+    """Compute nodes not idle: the earlier test's repaired node, drained until certified again."""
+    return [n for n, (state, _) in sorted(sinfo(stack.name).items()) if n in COMPUTE and state != "idle"]
+
+
+def certify_with_repaired(stack: Stack, *faulted: str):  # noqa: ANN201
+    """`invoke certify` of the faulted node(s) and of every node an earlier test left drained."""
+    return stack.cf("certify", "--nodes", ",".join(sorted({*not_serving(stack), *faulted})))
 
 
 def drained_alone(stack: Stack, node: str) -> str:
@@ -45,7 +61,9 @@ def container(stack: Stack, node: str) -> str:
 
 
 def test_the_healthy_stack_is_certified_three_times_in_a_row(local_stack: Stack) -> None:
-    for attempt in range(1, 4):
+    assert local_stack.first_up is not None and local_stack.first_up.returncode == 0  # the first
+    assert_serving(local_stack, COMPUTE)
+    for attempt in (2, 3):
         run = local_stack.cf("certify")
         assert run.returncode == 0, f"healthy certification {attempt} of 3 failed a node"
         assert_serving(local_stack, COMPUTE)
@@ -58,64 +76,99 @@ def test_the_healthy_stack_is_certified_three_times_in_a_row(local_stack: Stack)
 def test_a_cpu_capped_node_is_drained_against_the_reference(local_stack: Stack) -> None:
     podman("update", "--cpus", "0.1", container(local_stack, "node-002"))
     try:
-        run = local_stack.cf("certify", "--nodes", "node-002")
+        run = certify_with_repaired(local_stack, "node-002")
     finally:
         podman("update", "--cpus", "0", container(local_stack, "node-002"))
     assert run.returncode == 1
     reason = drained_alone(local_stack, "node-002")
     assert PERF_REASON.match(reason), reason
-    restore(local_stack, "node-002")
 
 
 def test_non_deterministic_compute_is_drained(local_stack: Stack) -> None:
     hook = "mkdir -p /etc/clusterforge/faults && echo 0 > /etc/clusterforge/faults/nondeterministic"
     local_stack.node("node-003", "sh", "-c", hook)
     try:
-        run = local_stack.cf("certify", "--nodes", "node-003")
+        run = certify_with_repaired(local_stack, "node-003")
     finally:
         local_stack.node("node-003", "rm", "-f", "/etc/clusterforge/faults/nondeterministic")
     assert run.returncode == 1
     reason = drained_alone(local_stack, "node-003")
     assert reason.startswith("clusterforge: matmul-burnin: "), reason
-    restore(local_stack, "node-003")
 
 
 def test_a_pinned_packages_hold_removed_is_drained(local_stack: Stack) -> None:
     local_stack.node("node-001", "apt-mark", "unhold", "slurmd")
     try:
-        run = local_stack.cf("certify", "--nodes", "node-001")
+        run = certify_with_repaired(local_stack, "node-001")
     finally:
         local_stack.node("node-001", "apt-mark", "hold", "slurmd")
     assert run.returncode == 1
     reason = drained_alone(local_stack, "node-001")
     assert reason.startswith("clusterforge: software-versions: ") and "slurmd" in reason, reason
     assert "held" in reason, reason
-    restore(local_stack, "node-001")
+
+
+def test_a_corrupted_checkpoint_is_drained(local_stack: Stack) -> None:
+    hook = "mkdir -p /etc/clusterforge/faults && touch /etc/clusterforge/faults/corrupt-checkpoint"
+    local_stack.node("node-002", "sh", "-c", hook)
+    try:
+        run = certify_with_repaired(local_stack, "node-002")
+    finally:
+        local_stack.node("node-002", "rm", "-f", "/etc/clusterforge/faults/corrupt-checkpoint")
+    assert run.returncode == 1
+    reason = drained_alone(local_stack, "node-002")
+    assert reason.startswith("clusterforge: checkpoint-restart: "), reason
+
+
+def _write_throttle_file(stack: Stack, node: str) -> tuple[Path, str]:
+    """The kernel's write limit for ``node``'s container and the ``MAJ:MIN`` of the disk under its
+    /shared (cgroup v1 blkio or v2 io; a partition is throttled through its whole disk)."""
+    name = container(stack, node)
+    pid = podman("inspect", "-f", "{{.State.Pid}}", name).strip()
+    mounts = json.loads(podman("inspect", "-f", "{{json .Mounts}}", name))
+    source = next(m["Source"] for m in mounts if m["Destination"] == "/shared")
+    dev = os.stat(source).st_dev
+    block = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if (block / "partition").exists():  # throttling takes a disk, not a partition
+        block = block.resolve().parent
+    disk = (block / "dev").read_text().strip()
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "blkio" in controllers.split(","):
+            return Path("/sys/fs/cgroup/blkio", path.lstrip("/"), "blkio.throttle.write_bps_device"), disk
+    path = next(line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines())
+    return Path("/sys/fs/cgroup", path.lstrip("/"), "io.max"), disk
+
+
+def _throttle_writes(stack: Stack, node: str, rate: int | None) -> None:
+    limit, disk = _write_throttle_file(stack, node)
+    if limit.name == "io.max":
+        limit.write_text(f"{disk} wbps={rate if rate else 'max'}")
+    else:
+        limit.write_text(f"{disk} {rate or 0}")
+
+
+def test_slow_shared_storage_writes_on_one_node_are_drained(local_stack: Stack) -> None:
+    _throttle_writes(local_stack, "node-003", 4 << 20)  # 4 MiB/s; healthy writes are 100s of MB/s
+    try:
+        run = certify_with_repaired(local_stack, "node-003")
+    finally:
+        _throttle_writes(local_stack, "node-003", None)
+    assert run.returncode == 1
+    reason = drained_alone(local_stack, "node-003")
+    assert reason.startswith(("clusterforge: shared-storage: ", "clusterforge: checkpoint-restart: ")), reason
+    assert PERF_REASON.match(reason) or " x plain sequential " in reason, reason
 
 
 def test_a_removed_pinned_package_is_drained_and_up_repairs_it(local_stack: Stack) -> None:
-    local_stack.node("node-002", "dpkg", "--remove", "--force-depends", "--force-hold", "nvidia-smi")
-    run = local_stack.cf("certify", "--nodes", "node-002")
+    local_stack.node("node-001", "dpkg", "--remove", "--force-depends", "--force-hold", "nvidia-smi")
+    run = certify_with_repaired(local_stack, "node-001")
     assert run.returncode == 1
-    reason = drained_alone(local_stack, "node-002")
+    reason = drained_alone(local_stack, "node-001")
     assert reason.startswith("clusterforge: software-versions: ") and "nvidia-smi" in reason, reason
     repaired = local_stack.cf("up")  # the roles put it back; the changed node is certified again
     assert repaired.returncode == 0
     assert_serving(local_stack, COMPUTE)
-
-
-def test_a_rate_limited_link_drains_that_node_with_two_partners(local_stack: Stack) -> None:
-    slow = "tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms"
-    local_stack.node("node-003", "sh", "-c", slow)
-    try:
-        run = local_stack.cf("certify", "--nodes", "node-003")
-    finally:
-        local_stack.node("node-003", "tc", "qdisc", "del", "dev", "eth0", "root")
-    assert run.returncode == 1
-    reason = drained_alone(local_stack, "node-003")
-    assert reason.startswith("clusterforge: gloo-allreduce: "), reason
-    assert "with node-001" in reason and "with node-002" in reason and "reference" in reason, reason
-    restore(local_stack, "node-003")
 
 
 def _limit_to(stack: Stack, node: str, peer_address: str) -> None:
@@ -135,7 +188,7 @@ def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack:
     _limit_to(local_stack, "node-001", ip["node-002"])
     _limit_to(local_stack, "node-002", ip["node-001"])
     try:
-        run = local_stack.cf("certify", "--nodes", "node-001,node-002")
+        run = certify_with_repaired(local_stack, "node-001", "node-002")
     finally:
         for node in ("node-001", "node-002"):
             local_stack.node(node, "tc", "qdisc", "del", "dev", "eth0", "root")
@@ -147,4 +200,18 @@ def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack:
     assert_serving(local_stack, ["node-003"])
     groups = json.loads((local_stack.state / "reports" / "network-groups.json").read_text())
     assert [link["nodes"] for link in groups["links"]] == [["node-001", "node-002"]]
-    restore(local_stack, "node-001", "node-002")
+    # node-001 and node-002 stay drained: the next test certifies them again beside its fault.
+
+
+def test_a_rate_limited_link_drains_that_node_with_two_partners(local_stack: Stack) -> None:
+    slow = "tc qdisc add dev eth0 root tbf rate 20mbit burst 32kbit latency 400ms"
+    local_stack.node("node-003", "sh", "-c", slow)
+    try:
+        run = certify_with_repaired(local_stack, "node-003")  # with node-001, node-002 (repaired links)
+    finally:
+        local_stack.node("node-003", "tc", "qdisc", "del", "dev", "eth0", "root")
+    assert run.returncode == 1
+    reason = drained_alone(local_stack, "node-003")
+    assert reason.startswith("clusterforge: gloo-allreduce: "), reason
+    assert "with node-001" in reason and "with node-002" in reason and "reference" in reason, reason
+    restore(local_stack, "node-003")  # the last test: the stack ends healthy
