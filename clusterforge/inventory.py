@@ -131,6 +131,7 @@ def slurm_vars(
         "slurm_munge_key_file": str(munge_key_file),
         "slurm_hold_new_nodes": True,
         "slurm_hold_reason": "clusterforge: certifying",
+        **slurm_install_vars(spec, munge_key_file),
     }
     if container:
         # Container nodes: no writable cgroup hierarchy and floors, not real sizes, in the catalogue
@@ -238,9 +239,34 @@ def monitoring_vars(spec: ClusterSpec) -> dict[str, Any]:
     return {"monitoring_dcgm_exporter_enabled": False}
 
 
+def slurm_install_vars(spec: ClusterSpec, munge_key_file: Path) -> dict[str, Any]:
+    """software.slurm_install -> the slurm role's install inputs. Built installs are kept beside the
+    munge key, in the stack's state folder (``<state>/<stack>/slurm-builds``)."""
+    install = spec.software.slurm_install
+    if install.method == "package":
+        return {}  # the role's default; nothing rendered, so package stacks keep their fingerprints
+    out: dict[str, Any] = {
+        "slurm_install_method": "source",
+        "slurm_source_sha256": install.sha256 or "",
+        "slurm_source_cache_dir": str(Path(munge_key_file).parent / "slurm-builds"),
+    }
+    if install.source_url:
+        out["slurm_source_url"] = install.source_url
+    return out
+
+
+# The slurm role's source builds install the SPANK headers here (roles/slurm/vars/main.yml).
+SLURM_SOURCE_INCLUDE_DIR = "/usr/local/include"
+
+
 def pyxis_vars(spec: ClusterSpec) -> dict[str, Any]:
     """The pyxis SPANK plugin, built on every Slurm host against the installed Slurm's headers."""
-    return {"pyxis_version": spec.software.pyxis} if spec.software.pyxis else {}
+    if not spec.software.pyxis:
+        return {}
+    out: dict[str, Any] = {"pyxis_version": spec.software.pyxis}
+    if spec.software.slurm_install.method == "source":
+        out["pyxis_slurm_include_dir"] = SLURM_SOURCE_INCLUDE_DIR
+    return out
 
 
 def render_inventory(

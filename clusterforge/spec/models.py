@@ -239,6 +239,29 @@ class Driver(_Strict):
     )
 
 
+class SlurmInstall(_Strict):
+    """How the slurm role puts software.slurm on the nodes (role inputs ``slurm_install_method``,
+    ``slurm_source_url``, ``slurm_source_sha256``)."""
+
+    method: Literal["package", "source"] = Field(
+        "package",
+        description="package: the OS's slurm-wlm packages, pinned and held (Debian 12: 22.05.8, Ubuntu 22.04: "
+        "21.08.5, 24.04: 23.11.4 only); source: SchedMD's release tarball, sha256-verified, built once per "
+        "version/OS/architecture and copied to every node",
+    )
+    source_url: str | None = Field(
+        None,
+        pattern=r"^(https?|file)://\S+$",
+        description="source: the release tarball; unset: https://download.schedmd.com/slurm/slurm-<slurm>.tar.bz2",
+    )
+    sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="source: sha256 of the tarball (64 lowercase hex), checked before unpacking; the role "
+        "refuses to build without it",
+    )
+
+
 class Software(_Strict):
     os_image: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     driver: Driver
@@ -257,6 +280,10 @@ class Software(_Strict):
     enroot: Version | None = None
     pyxis: Version | None = None
     slurm: Version
+    slurm_install: SlurmInstall = Field(
+        default_factory=SlurmInstall,
+        description="How Slurm is installed: distribution packages or built from source",
+    )
 
 
 # --- orchestration and certification --------------------------------------------------------

@@ -120,7 +120,16 @@ def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> Non
     }
     # dcgm-exporter's own version (not DCGM's), and pyxis for every Slurm host.
     assert inv.group_vars["monitoring"] == {"monitoring_dcgm_exporter_version": spec.software.dcgm_exporter}
-    assert inv.group_vars["pyxis"] == {"pyxis_version": spec.software.pyxis}
+    # prod builds Slurm from source: pyxis builds against its headers in /usr/local/include.
+    assert inv.group_vars["pyxis"] == {
+        "pyxis_version": spec.software.pyxis,
+        "pyxis_slurm_include_dir": "/usr/local/include",
+    }
+    slurm = inv.group_vars["slurm"]
+    assert slurm["slurm_install_method"] == "source"
+    assert slurm["slurm_source_cache_dir"] == "/x/slurm-builds"  # beside the munge key, in the stack state
+    assert slurm["slurm_source_sha256"] == ""  # prod.yaml says it must be filled; the role refuses until then
+    assert "slurm_source_url" not in slurm  # the role's default: SchedMD's download of slurm_version
     # No dcgm_exporter in the spec: switched off (the role says it skipped), never left unpinned.
     local, _ = load_spec(STACKS / "local.yaml")
     assert render_inventory(local, local_nodes(1), Path("/x/k")).group_vars["monitoring"] == {
