@@ -100,3 +100,20 @@ def test_a_lost_gpu_beside_readable_ones_fails_inventory_with_nvidia_smi_words()
     result = run_check(GpuInventory(), make_context(one_gpu("A10"), FakeRunner({NVSMI: (0, text, "")})))
     assert result.status == "fail"
     assert "nvidia-smi: Unable to determine the device handle for GPU0000:9A:00.0" in result.summary
+
+
+def test_gpu_inventory_names_each_gpus_uuid_and_serial_for_the_replaced_node_record() -> None:
+    from clusterforge.rollout.identity import gpu_ids
+
+    text = captured("nvidia-smi", "q_545_h100_sxm_healthy.txt")
+    result = run_check(GpuInventory(), make_context(one_gpu("H100"), FakeRunner({NVSMI: (0, text, "")})))
+    assert result.status == "pass", result.summary
+    report = {"checks": [result.to_json()]}
+    assert gpu_ids(report) == ["GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1", "serial 1654123038646"]
+
+
+def test_gpu_inventory_leaves_out_a_serial_the_board_does_not_have() -> None:
+    text = captured("nvidia-smi", "q_470_gtx680.txt")
+    result = run_check(GpuInventory(), make_context(one_gpu("GTX"), FakeRunner({NVSMI: (0, text, "")})))
+    lines = " ".join(result.to_json()["evidence"]["lines"])
+    assert "uuid GPU-" in lines and "serial" not in lines  # "Serial Number : N/A" on GeForce

@@ -95,6 +95,7 @@ def test_xml_535_with_mig() -> None:
     assert result["format"] == "xml" and result["driver_version"] == "535.54.03"
     (gpu,) = result["gpus"]
     assert gpu["bus_id"] == "00000000:01:00.0" and gpu["uuid"] == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+    assert gpu["serial"] == "1650522003820"
     assert gpu["throttle_active"] == []
     assert gpu["remapped_rows_pending"] is None  # <remapped_rows>N/A</remapped_rows>
     assert (gpu["pcie_gen_current"], gpu["pcie_width_max"]) == (4, 16)
@@ -190,6 +191,7 @@ def test_driver_545_h100() -> None:
     assert result["driver_version"] == "545.23.08" and result["cuda_version"] == "12.3"
     (gpu,) = result["gpus"]
     assert gpu["uuid"] == "GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1" and gpu["persistence_mode"] is True
+    assert gpu["serial"] == "1654123038646"  # not the nested "Chassis Serial Number"
     assert gpu["ecc_uncorrected_volatile"] == 0 and gpu["remapped_rows_pending"] is False
     assert gpu["retired_pages_pending"] is None
     assert (gpu["pcie_gen_current"], gpu["pcie_width_current"]) == (5, 16)

@@ -62,7 +62,11 @@ class GpuInventory(Check):
         model = (cfg.gpu_model or "").lower()
         for i, gpu in enumerate(gpus):
             name = gpu.get("name") or "?"
-            out.evidence(f"{gpu_label(i, gpu)}: {name}")
+            # UUID and serial in the evidence: `invoke replace` and `status` tell a GPU handed back
+            # from them (clusterforge/rollout/identity.py reads these lines).
+            ids = [f"uuid {gpu['uuid']}"] if gpu.get("uuid") else []
+            ids += [f"serial {gpu['serial']}"] if gpu.get("serial") else []
+            out.evidence(f"{gpu_label(i, gpu)}: {name}" + (f", {', '.join(ids)}" if ids else ""))
             if model not in name.lower():
                 out.fail(f"{gpu_label(i, gpu)} is {name!r}, NODE.json expects model {cfg.gpu_model}")
         return out.finish(f"{len(gpus)} x {cfg.gpu_model}")

@@ -77,11 +77,14 @@ def _gpu_record(
     pcie: Tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
     throttle: Optional[List[str]],
     uuid: Optional[str],
+    serial: Optional[str] = None,
 ) -> Node:
     return {
         "bus_id": bus_id,
         "name": name,
         "uuid": uuid,
+        # The board's serial ("N/A" on GeForce): with the UUID, what identifies a GPU handed back.
+        "serial": None if _na(serial) else serial,
         "persistence_mode": _yes_no(persistence),
         "ecc_uncorrected_volatile": _sum(ecc[0]),
         "ecc_corrected_volatile": _sum(ecc[1]),
@@ -197,6 +200,7 @@ def _parse_text(text: str) -> Node:
                 ),
                 throttle=_throttle_text(gpu),
                 uuid=_leaf(gpu, "GPU UUID"),
+                serial=_leaf(gpu, "Serial Number"),
             )
         )
     return {
@@ -265,6 +269,7 @@ def _parse_xml(root: ET.Element) -> Node:
                 ),
                 throttle=throttle,
                 uuid=_xtext(gpu, "uuid"),
+                serial=_xtext(gpu, "serial"),
             )
         )
     driver = _xtext(root, "driver_version")
