@@ -205,6 +205,25 @@ def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalo
     return out
 
 
+def local_scratch_vars(spec: ClusterSpec) -> dict[str, Any]:
+    """local_scratch (off by default): on AWS every compute node's NVMe instance-store disks as one
+    RAID0 (a type without them is skipped with the reason); on static machines only where the spec
+    asks (``storage.local_scratch``). Local containers render nothing: the role stays off."""
+    scratch = spec.storage.local_scratch
+    if spec.provider.kind != "aws" and not (spec.provider.kind == "static" and scratch is not None):
+        return {}
+    out: dict[str, Any] = {"local_scratch_enabled": True}
+    if scratch is not None:
+        out.update(local_scratch_mount_point=scratch.mount_point, local_scratch_filesystem=scratch.filesystem)
+    return out
+
+
+def cluster_hosts_vars(spec: ClusterSpec) -> dict[str, Any]:
+    """cluster_hosts (off by default): EC2 nodes have no DNS names for each other (``gpu-001``).
+    Local containers get their peers from the engine, static machines from their operator."""
+    return {"cluster_hosts_enabled": True} if spec.provider.kind == "aws" else {}
+
+
 def storage_vars(spec: ClusterSpec, outputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """shared_storage's API; an FSx file system's DNS and mount names come from the stack outputs
     (``outputs["fsx"]``, as ``stacks/components/cluster.export_cluster`` writes them)."""
@@ -291,6 +310,13 @@ def render_inventory(
         "pyxis": pyxis_vars(spec),
         "validators_runtime": validators_vars(spec, nodes, hw),
     }
+    # AWS-only roles: a file only where they are switched on (role defaults are off).
+    for stem, variables in (
+        ("local_scratch", local_scratch_vars(spec)),
+        ("cluster_hosts", cluster_hosts_vars(spec)),
+    ):
+        if variables:
+            group_vars[stem] = variables
     return Inventory(hosts=render_hosts(nodes, hw), group_vars=group_vars)
 
 

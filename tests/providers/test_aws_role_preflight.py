@@ -21,10 +21,11 @@ import ansible_runner
 import pytest
 import yaml
 
-from clusterforge.inventory import render_inventory, write_inventory
+from clusterforge.inventory import Inventory, render_inventory, write_inventory
 from clusterforge.providers.aws.inventory import nodes_from_outputs
+from clusterforge.providers.base import Node
 from clusterforge.spec.loader import load_spec, stack_path
-from clusterforge.spec.models import ClusterSpec
+from clusterforge.spec.models import ClusterSpec, LocalScratch, Storage
 
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ("node_software.yml", "cluster.yml")
@@ -269,3 +270,136 @@ def test_without_the_fsx_outputs_the_storage_preflight_names_them(prod: ClusterS
     for host in ("head-001", "gpu-001"):
         verdict = verdicts[f"{host}/shared_storage"]
         assert verdict.startswith("REFUSED") and "shared_storage_fsx_dns_name" in verdict, verdict
+
+
+# --- the AWS-only roles: in the playbooks, switched on by the inventory for AWS only ----------------
+
+AWS_ONLY = ("local_scratch", "cluster_hosts")
+
+
+def _read_back(inv: Inventory, work: Path) -> dict[str, dict[str, Any]]:
+    """Every host's variables as Ansible sees them (ansible-inventory over the written folder)."""
+    hosts = write_inventory(inv, work / "inventory")
+    home = work / "ansible-home"
+    env = {**os.environ, "ANSIBLE_HOME": str(home), "ANSIBLE_LOCAL_TEMP": str(home / "tmp")}
+    return _groups(hosts, env)[1]
+
+
+def _enabled(hostvars: dict[str, Any], role: str) -> bool:
+    """The role's switch on a host: the inventory's value, else the role's default."""
+    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text())
+    return hostvars.get(f"{role}_enabled", defaults[f"{role}_enabled"])
+
+
+def _local_nodes() -> list[Node]:
+    podman = {"ansible_connection": "containers.podman.podman", "ansible_host": "local-x"}
+    return [
+        Node("head-001", "10.89.42.2", "head", "head", "local", podman),
+        Node("node-001", "10.89.42.11", "node", "gpu", "local", podman),
+    ]
+
+
+def test_the_aws_only_roles_run_before_what_needs_them() -> None:
+    software = [(h, r) for h, r, _ in _role_entries(REPO / "playbooks" / "node_software.yml")]
+    cluster = [(h, r) for h, r, _ in _role_entries(REPO / "playbooks" / "cluster.yml")]
+    # /scratch on the compute nodes before enroot's folders (and validators_runtime, in cluster.yml).
+    assert software.index(("gpu_nodes", "local_scratch")) < software.index(("gpu_nodes", "container_runtime"))
+    # Names in /etc/hosts on every node before Slurm.
+    first_slurm = min(i for i, (_, role) in enumerate(cluster) if role == "slurm")
+    assert cluster.index(("all", "cluster_hosts")) < first_slurm
+    site = [
+        p["ansible.builtin.import_playbook"]
+        for p in yaml.safe_load((REPO / "playbooks/site.yml").read_text())
+    ]
+    assert site == ["node_software.yml", "cluster.yml"]
+
+
+def test_the_prod_inventory_from_the_stack_outputs_switches_them_on(
+    prod: ClusterSpec, tmp_path: Path
+) -> None:
+    outputs = prod_outputs(prod)
+    inv = render_inventory(prod, nodes_from_outputs(prod, outputs), tmp_path / "munge.key", outputs=outputs)
+    hostvars = _read_back(inv, tmp_path)
+    assert _enabled(hostvars["gpu-001"], "local_scratch") and _enabled(hostvars["gpu-016"], "local_scratch")
+    assert all(_enabled(hostvars[h], "cluster_hosts") for h in ("head-001", "gpu-001", "gpu-016"))
+    # prod has no storage.local_scratch: the role's own mount point and filesystem.
+    assert "local_scratch_mount_point" not in hostvars["gpu-001"]
+
+
+def test_the_local_container_stack_leaves_them_off(tmp_path: Path) -> None:
+    spec, _ = load_spec(stack_path("local"))
+    inv = render_inventory(spec, _local_nodes(), tmp_path / "munge.key")
+    assert not set(inv.group_vars) & set(AWS_ONLY)  # nothing rendered: the role defaults (off) hold
+    hostvars = _read_back(inv, tmp_path)
+    for host in ("head-001", "node-001"):
+        assert not any(_enabled(hostvars[host], role) for role in AWS_ONLY), host
+
+
+def test_a_static_spec_gets_local_scratch_only_when_it_asks(tmp_path: Path) -> None:
+    from tests.providers.static_fakes import spec as static_spec
+
+    nodes = [
+        Node("head-001", "10.0.0.10", "head", "head", "local", {}),
+        *(Node(f"gpu-00{i}", f"10.0.0.2{i}", "gpu", "gpu", "local", {}) for i in (1, 2)),
+    ]
+    plain = static_spec(tmp_path / "hosts.yml")
+    assert not set(render_inventory(plain, nodes, tmp_path / "munge.key").group_vars) & set(AWS_ONLY)
+    asked = plain.model_copy(
+        update={"storage": Storage(local_scratch=LocalScratch(mount_point="/nvme", filesystem="ext4"))}
+    )
+    group_vars = render_inventory(asked, nodes, tmp_path / "munge.key").group_vars
+    assert group_vars["local_scratch"] == {
+        "local_scratch_enabled": True,
+        "local_scratch_mount_point": "/nvme",
+        "local_scratch_filesystem": "ext4",
+    }
+    assert "cluster_hosts" not in group_vars  # an operator's machines keep the names they have
+
+
+def test_on_the_local_stack_the_roles_only_say_they_skip(tmp_path: Path) -> None:
+    """The two roles, run for real on this machine with a local container node's variables (from the
+    rendered local inventory), change nothing and say why."""
+    spec, _ = load_spec(stack_path("local"))
+    hostvars = _read_back(render_inventory(spec, _local_nodes(), tmp_path / "munge.key"), tmp_path)
+    play = tmp_path / "play.yml"
+    play.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "The AWS-only roles on a local node",
+                    "hosts": "node-001",
+                    "gather_facts": False,
+                    "vars": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": sys.executable,
+                        "ansible_facts": NODE_FACTS[spec.software.os_image],
+                    },
+                    "roles": [{"role": role} for role in AWS_ONLY],
+                }
+            ]
+        )
+    )
+    home = tmp_path / "ansible-home"
+    result = ansible_runner.run(
+        private_data_dir=str(tmp_path),
+        playbook=str(play),
+        inventory=str(tmp_path / "inventory" / "hosts.yml"),
+        envvars={
+            "ANSIBLE_HOME": str(home),
+            "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+            "ANSIBLE_REMOTE_TMP": str(home / "remote-tmp"),
+            "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+            "ANSIBLE_NOCOLOR": "1",
+            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
+        },
+        quiet=True,
+    )
+    assert result.rc == 0, (tmp_path / "artifacts").as_posix()
+    ran = [e["event_data"] for e in result.events if e.get("event") == "runner_on_ok"]
+    assert not [e["task"] for e in ran if (e.get("res") or {}).get("changed")]
+    said = [str((e.get("res") or {}).get("msg", "")) for e in ran]
+    for role in AWS_ONLY:
+        assert any(m.startswith(f"SKIPPED {role} on node-001: {role}_enabled is false") for m in said), said
+    assert hostvars["node-001"]["clusterforge_container"] is True
+    tasks = {e["task"] for e in ran}
+    assert not tasks & {"Make the filesystem", "Name every cluster node in /etc/hosts"}
