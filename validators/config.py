@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from validators.profiles import DEFAULT_DURATIONS, DEFAULT_SIZES, DEFAULT_THRESHOLDS
+from validators.profiles import DEFAULT_DURATIONS, DEFAULT_SIZES, DEFAULT_SWEEPS, DEFAULT_THRESHOLDS
 
 SCHEMA_VERSION = 1
 
@@ -85,6 +85,7 @@ class NodeConfig:
     peers: List[Peer] = field(default_factory=list)
     durations: Dict[str, float] = field(default_factory=dict)
     sizes: Dict[str, int] = field(default_factory=dict)
+    sweeps: Dict[str, List[int]] = field(default_factory=dict)  # list-valued sizes, e.g. gloo_sweep_bytes
     thresholds: Dict[str, float] = field(default_factory=dict)
     nccl_tests_dir: str = ""
     nccl_collectives: List[str] = field(default_factory=lambda: list(_COLLECTIVES[:4]))
@@ -105,6 +106,9 @@ class NodeConfig:
 
     def size(self, name: str) -> int:
         return int(self.sizes[name])
+
+    def sweep(self, name: str) -> List[int]:
+        return list(self.sweeps[name])
 
     def threshold(self, key: str) -> Optional[float]:
         return self.thresholds.get(key)
@@ -164,7 +168,13 @@ def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConf
     cfg.shared_storage_require_mount = v.boolean(storage, "require_mount", "shared_storage.", default=True)
     cfg.peers = _peers(v, data.get("peers", []), cfg.node)
     cfg.durations = _numbers(v, data, "durations", DEFAULT_DURATIONS[profile], allow_new=True)
-    cfg.sizes = {k: int(n) for k, n in _numbers(v, data, "sizes", DEFAULT_SIZES[profile]).items()}
+    sizes = dict(v.obj(data, "sizes"))
+    v.known_keys(sizes, {k: "" for k in [*DEFAULT_SIZES[profile], *DEFAULT_SWEEPS[profile]]}, "sizes.")
+    cfg.sweeps = {
+        name: _sweep(v, sizes.pop(name), f"sizes.{name}") if name in sizes else list(default)
+        for name, default in DEFAULT_SWEEPS[profile].items()
+    }
+    cfg.sizes = {k: int(n) for k, n in _numbers(v, {"sizes": sizes}, "sizes", DEFAULT_SIZES[profile]).items()}
     cfg.thresholds = _numbers(v, data, "thresholds", DEFAULT_THRESHOLDS, allow_new=True)
     nccl = v.obj(data, "nccl")
     v.known_keys(nccl, {k: "" for k in _NCCL_KEYS}, "nccl.")
@@ -257,6 +267,21 @@ def _peers(v: "_Validator", raw: Any, node: str) -> List[Peer]:
             )
         peers.append(peer)
     return peers
+
+
+def _sweep(v: "_Validator", raw: Any, where: str) -> List[int]:
+    """A list-valued size: message sizes in bytes, each an integer > 0 ([] = no sweep)."""
+    example = "e.g. [1048576, 4194304, 16777216]"
+    if not isinstance(raw, list):
+        raise ConfigError(
+            f"{v.source}: {where}: got {raw!r}; must be a list of message sizes in bytes, {example}"
+        )
+    for i, n in enumerate(raw):
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ConfigError(
+                f"{v.source}: {where}[{i}]: got {n!r}; every entry must be an integer > 0 (bytes), {example}"
+            )
+    return list(raw)
 
 
 def _numbers(

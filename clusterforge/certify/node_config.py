@@ -127,6 +127,15 @@ def checkpoint_bytes(it: InstanceType, profile: CertificationProfile) -> int:
     return CONTAINER_CHECKPOINT_MIB << 20
 
 
+def sizes(it: InstanceType, profile: CertificationProfile) -> dict[str, Any]:
+    """NODE.json sizes: checkpoint_bytes always; gloo_sweep_bytes when the profile sets gloo_sweep_mib
+    (else the validators profile's own sweep applies)."""
+    out: dict[str, Any] = {"checkpoint_bytes": checkpoint_bytes(it, profile)}
+    if profile.gloo_sweep_mib is not None:
+        out["gloo_sweep_bytes"] = [mib << 20 for mib in profile.gloo_sweep_mib]
+    return out
+
+
 def durations(profile: CertificationProfile) -> dict[str, float]:
     d = profile.durations
     return {
@@ -162,7 +171,7 @@ def render_node_config(
         "software": pinned_software(spec, it, components),
         "pins": _pins(spec, node, it, hw),
         "durations": durations(prof),
-        "sizes": {"checkpoint_bytes": checkpoint_bytes(it, prof)},
+        "sizes": sizes(it, prof),
         "thresholds": thresholds(it, prof, hw.common_thresholds.values),
         "peers": [{"name": p.name, "address": p.address} for p in peers if p.name != node.name],
         "skip_checks": list(prof.skip_checks),

@@ -328,6 +328,12 @@ class CertificationProfile(_Strict):
         description="Size of the checkpoint-restart checkpoint per rank in MiB; default: 256 on container "
         "nodes, 1/16 of one GPU's memory on GPU types (large enough that its rates measure the storage)",
     )
+    gloo_sweep_mib: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
+        None,
+        description="Message sizes in MiB that gloo-allreduce (container nodes) measures besides the judged one, "
+        "for the report's bandwidth-against-message-size plot (never judged); default: the validators "
+        "profile's (quick 1, 4, 16, 64; standard and full up to 256); [] measures the judged size alone",
+    )
 
 
 class Certification(_Strict):

@@ -9,7 +9,7 @@ import pytest
 from clusterforge.catalog import load_hardware
 from clusterforge.certify.node_config import NodeConfigError, render_node_config
 from clusterforge.providers.base import Node
-from clusterforge.spec.loader import load_spec
+from clusterforge.spec.loader import SpecError, load_spec
 from validators.config import parse_config
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
@@ -107,3 +107,25 @@ def test_checkpoint_size_defaults_by_type_and_follows_the_profile(tmp_path: Path
     spec, _ = load_spec(tmp_path / "local.yaml")
     cfg = parse_config(render_node_config(spec, node("node-001", "node", "local", "10.89.42.11")), "quick")
     assert cfg.size("checkpoint_bytes") == 64 << 20
+
+
+def test_the_gloo_sweep_follows_the_profile_else_the_suite_default(tmp_path: Path) -> None:
+    spec, _ = load_spec(STACKS / "local.yaml")
+    rendered = render_node_config(spec, node("node-001", "node", "local", "10.89.42.11"))
+    assert "gloo_sweep_bytes" not in rendered["sizes"]  # the validators profile's sweep applies
+    assert parse_config(rendered, "quick").sweep("gloo_sweep_bytes") == [1 << 20, 4 << 20, 16 << 20, 64 << 20]
+    text = (
+        (STACKS / "local.yaml")
+        .read_text()
+        .replace(
+            "durations: {burnin_seconds: 10", "gloo_sweep_mib: [1, 2]\n      durations: {burnin_seconds: 10"
+        )
+    )
+    (tmp_path / "local.yaml").write_text(text)
+    spec, _ = load_spec(tmp_path / "local.yaml")
+    cfg = parse_config(render_node_config(spec, node("node-001", "node", "local", "10.89.42.11")), "quick")
+    assert cfg.sweep("gloo_sweep_bytes") == [1 << 20, 2 << 20]
+    (tmp_path / "bad.yaml").write_text(text.replace("gloo_sweep_mib: [1, 2]", "gloo_sweep_mib: [1, 0]"))
+    with pytest.raises(SpecError) as exc:
+        load_spec(tmp_path / "bad.yaml")
+    assert any("gloo_sweep_mib" in f.path for f in exc.value.findings), str(exc.value)

@@ -68,6 +68,7 @@ def tiny_cpu_config(shared: Path) -> dict:
         "cpu_workers": 2,
         "cpu_matmul_dim": 64,
         "gloo_bytes": 1 << 20,
+        "gloo_sweep_bytes": [1 << 16, 1 << 18, 1 << 20],
         "storage_test_bytes": 1 << 20,
         "checkpoint_width": 32,
         "checkpoint_bytes": 0,  # width alone: the tests check the restart, not the storage rate

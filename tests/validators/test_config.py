@@ -40,6 +40,20 @@ def test_profile_defaults_and_overrides() -> None:
         ({"gpus": {}}, "gpus: unknown key; did you mean 'gpu'?"),
         ({"sizes": {"gloo_byte": 1}}, "sizes.gloo_byte: unknown key; did you mean sizes.'gloo_bytes'?"),
         (
+            {"sizes": {"gloo_sweep_byte": [1]}},
+            "sizes.gloo_sweep_byte: unknown key; did you mean sizes.'gloo_sweep_bytes'?",
+        ),
+        (
+            {"sizes": {"gloo_sweep_bytes": 1048576}},
+            "sizes.gloo_sweep_bytes: got 1048576; must be a list of message sizes in bytes, e.g. [",
+        ),
+        (
+            {"sizes": {"gloo_sweep_bytes": [1048576, "4M"]}},
+            "sizes.gloo_sweep_bytes[1]: got '4M'; every entry must be an integer > 0 (bytes)",
+        ),
+        ({"sizes": {"gloo_sweep_bytes": [0]}}, "sizes.gloo_sweep_bytes[0]: got 0; every entry must be"),
+        ({"sizes": {"gloo_sweep_bytes": [True]}}, "sizes.gloo_sweep_bytes[0]: got True; every entry must be"),
+        (
             {"durations": {"burnin_seconds": "1m"}},
             "durations.burnin_seconds: got '1m'; must be a number >= 0",
         ),
@@ -56,6 +70,20 @@ def test_errors_name_the_key_the_value_and_the_fix(change: dict, message: str) -
         parse_config(data, "quick", source="NODE.json")
     assert message in str(exc.value)
     assert str(exc.value).startswith("NODE.json: ")
+
+
+def test_the_gloo_sweep_defaults_per_profile_and_is_overridden_whole() -> None:
+    data = load_example("cpu-node.json")
+    quick, full = parse_config(data, "quick"), parse_config(data, "full")
+    mib = 1 << 20
+    assert quick.sweep("gloo_sweep_bytes") == [mib, 4 * mib, 16 * mib, 64 * mib]
+    assert full.sweep("gloo_sweep_bytes")[-1] == 256 * mib
+    data["sizes"] = {"gloo_sweep_bytes": [4096, 8192], "gloo_bytes": 8192}
+    cfg = parse_config(data, "quick")
+    assert cfg.sweep("gloo_sweep_bytes") == [4096, 8192] and cfg.size("gloo_bytes") == 8192
+    assert "gloo_sweep_bytes" not in cfg.sizes  # sizes stay numbers; the list lives in sweeps
+    data["sizes"] = {"gloo_sweep_bytes": []}
+    assert parse_config(data, "quick").sweep("gloo_sweep_bytes") == []  # no sweep: the judged size alone
 
 
 def test_unreadable_and_invalid_json(tmp_path: Path) -> None:

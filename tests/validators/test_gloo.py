@@ -57,3 +57,93 @@ def test_two_nodes_with_peers_both_pass_and_rank_0_judges_busbw(tmp_path: Path) 
     assert rank0["metrics"]["ranks"]["value"] == 2 and rank0["metrics"]["busbw"]["value"] > 0
     assert rank0["threshold"] == {"gloo.all_reduce.2node.busbw_gbps": {"value": 0.001, "unit": "GB/s"}}
     assert rank1["status"] == "pass" and rank1["summary"].startswith("rank 1 of 2: all_reduce correct")
+
+
+# -- the message-size sweep (issue 11: bandwidth against message size) -----------------------
+
+WORKLOAD = ROOT / "validators" / "workloads" / "gloo_allreduce.py"
+
+
+def test_the_workload_reports_busbw_at_every_size_and_the_judged_one_at_the_top() -> None:
+    argv = [sys.executable, str(WORKLOAD), "--bytes", "8192", "--sizes", "65536,4096,8192",
+            "--iterations", "2", "--local-ranks", "2", "--timeout", "60"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [row["bytes"] for row in result["sizes"]] == [4096, 8192, 65536]  # ascending, the judged size once
+    assert all(row["busbw_gbps"] > 0 and row["wrong"] == 0 for row in result["sizes"])
+    judged = result["sizes"][1]
+    assert result["bytes"] == 8192 and result["busbw_gbps"] == judged["busbw_gbps"]
+    assert result["ranks"] == 2 and result["wrong"] == 0
+
+
+def test_the_workload_keeps_bytes_alone_working_and_refuses_a_bad_size_list() -> None:
+    argv = [sys.executable, str(WORKLOAD), "--bytes", "4096", "--iterations", "1", "--local-ranks", "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["bytes"] == 4096 and [r["bytes"] for r in result["sizes"]] == [4096]
+    bad = subprocess.run(
+        [*argv[:2], "--sizes", "1024,0", "--iterations", "1"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "every size must be an integer > 0" in bad.stderr
+
+
+def _sweep_output(judged: int) -> str:
+    """The workload's JSON for 2 local ranks at 1, 4 and 16 MiB (the shape the real run above
+    prints; figures chosen so the judged size and the largest size judge differently)."""
+    rows = [
+        {"bytes": 1 << 20, "time_us": 9123.0, "algbw_gbps": 0.1149, "busbw_gbps": 0.1149, "wrong": 0},
+        {"bytes": 4 << 20, "time_us": 21003.0, "algbw_gbps": 0.1997, "busbw_gbps": 0.1997, "wrong": 0},
+        {"bytes": 16 << 20, "time_us": 61550.0, "algbw_gbps": 0.2726, "busbw_gbps": 0.2726, "wrong": 0},
+    ]
+    top = next(r for r in rows if r["bytes"] == judged)
+    return json.dumps({"rank": 0, "ranks": 2, **top, "iterations": 5, "wrong": 0, "sizes": rows}) + "\n"
+
+
+def _run_check(sizes: dict, thresholds: dict, answer: str) -> tuple[dict, list[str]]:
+    from conftest import FakeRunner, load_example, make_context
+
+    from validators.checks.gloo import GlooAllreduce
+
+    cfg = load_example("cpu-node.json")
+    cfg["sizes"] = sizes
+    cfg["thresholds"] = thresholds
+    runner = FakeRunner({(sys.executable,): (0, answer, "")})
+    result = GlooAllreduce().run(make_context(cfg, runner)).to_json()
+    return result, runner.calls[0]
+
+
+def test_the_check_records_the_curve_and_judges_only_the_threshold_size() -> None:
+    sweep = [1 << 20, 4 << 20, 16 << 20]
+    result, argv = _run_check(
+        {"gloo_bytes": 1 << 20, "gloo_sweep_bytes": sweep},
+        {"gloo.all_reduce.1node.busbw_gbps": 0.25, "gloo.all_reduce.1node.message_bytes": 4 << 20},
+        _sweep_output(4 << 20),
+    )
+    assert argv[argv.index("--bytes") + 1] == str(4 << 20)  # the threshold's size wins over gloo_bytes
+    assert argv[argv.index("--sizes") + 1] == ",".join(map(str, sweep))
+    assert result["series"] == {
+        "busbw": {
+            "x_unit": "B",
+            "y_unit": "GB/s",
+            "points": [[1 << 20, 0.1149], [4 << 20, 0.1997], [16 << 20, 0.2726]],
+        }
+    }
+    # judged at 4 MiB: 0.1997 < 0.25 fails, although 16 MiB (0.2726) would pass
+    assert result["metrics"]["busbw"] == {"value": 0.1997, "unit": "GB/s"}
+    assert result["metrics"]["message_bytes"] == {"value": 4 << 20, "unit": "B"}
+    assert result["status"] == "fail" and "busbw 0.1997 GB/s below 0.25 GB/s" in result["summary"]
+    assert any(
+        line.startswith("busbw by size: 1048576 B 0.1149 GB/s") for line in result["evidence"]["lines"]
+    )
+
+
+def test_an_empty_sweep_runs_the_judged_size_alone() -> None:
+    result, argv = _run_check(
+        {"gloo_bytes": 16 << 20, "gloo_sweep_bytes": []},
+        {"gloo.all_reduce.1node.busbw_gbps": 0.01},
+        _sweep_output(16 << 20).replace('"sizes"', '"unused"'),
+    )
+    assert "--sizes" not in argv and argv[argv.index("--bytes") + 1] == str(16 << 20)
+    assert "series" not in result and result["status"] == "pass"
+    assert result["metrics"]["busbw"]["value"] == 0.2726

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, List, Optional
 
 from validators.checks.base import Check, Context
 from validators.checks.checkpoint import last_json, tail
-from validators.result import CheckResult, Outcome
+from validators.result import CheckResult, Number, Outcome
 
 
 class GlooAllreduce(Check):
@@ -17,7 +17,8 @@ class GlooAllreduce(Check):
     measures = (
         "torch.distributed all_reduce (gloo) of sizes.gloo_bytes between this node and its peers (one rank per "
         "node, all started by the caller) or, without peers, between sizes.gloo_local_ranks local processes: "
-        "busbw = bytes/time * 2(n-1)/n vs gloo.all_reduce.<N>node.busbw_gbps; every element checked exactly"
+        "busbw = bytes/time * 2(n-1)/n vs gloo.all_reduce.<N>node.busbw_gbps; every element checked exactly; "
+        "busbw at every size of sizes.gloo_sweep_bytes recorded (series busbw), not judged"
     )
 
     def applies(self, config) -> Optional[str]:
@@ -34,11 +35,13 @@ class GlooAllreduce(Check):
         nbytes = int(
             cfg.thresholds.get(f"gloo.all_reduce.{nodes}node.message_bytes") or cfg.size("gloo_bytes")
         )
+        sweep = cfg.sweep("gloo_sweep_bytes")  # the report's busbw-against-size curve; not judged
         argv = [
             ctx.python,
             ctx.workload("gloo_allreduce.py"),
             "--bytes",
             str(nbytes),
+            *(["--sizes", ",".join(str(b) for b in sweep)] if sweep else []),
             "--iterations",
             str(int(cfg.duration("gloo_iterations"))),
             "--timeout",
@@ -86,6 +89,10 @@ class GlooAllreduce(Check):
             f"{result['ranks']} ranks, {result['bytes']} B x {result['iterations']}: "
             f"{result['time_us']:.0f} us/op, busbw {busbw:.4f} GB/s, {result['wrong']} wrong"
         )
+        points = sweep_points(result)
+        if len(points) > 1:
+            out.series("busbw", points, "B", "GB/s")
+            out.evidence("busbw by size: " + ", ".join(f"{b} B {bw:g} GB/s" for b, bw in points))
         key = f"gloo.all_reduce.{nodes}node.busbw_gbps"
         floor = cfg.threshold(key)
         if floor is None:
@@ -95,3 +102,15 @@ class GlooAllreduce(Check):
             if busbw < floor:
                 out.fail(f"busbw {busbw:.4f} GB/s below {floor:g} GB/s ({key})")
         return out.finish(f"{result['ranks']} ranks, busbw {busbw:.3f} GB/s, no wrong values")
+
+
+def sweep_points(result: Dict[str, Any]) -> List[List[Number]]:
+    """[[bytes, busbw GB/s], ...] from the workload's ``sizes`` list, ascending; malformed rows skipped."""
+    points = []
+    for row in result.get("sizes") or []:
+        if not isinstance(row, dict):
+            continue
+        nbytes, busbw = row.get("bytes"), row.get("busbw_gbps")
+        if isinstance(nbytes, int) and isinstance(busbw, (int, float)) and not isinstance(busbw, bool):
+            points.append([nbytes, round(float(busbw), 4)])
+    return sorted(points)

@@ -3,7 +3,13 @@
 ``--local-ranks N`` runs N processes on this machine; otherwise this process is ``--rank`` of
 ``--world-size`` meeting at ``--master ADDR:PORT`` (one process per node, started on every node by
 the caller). busbw = bytes / time * 2(n-1)/n, the nccl-tests all_reduce formula. Every element is
-checked against the exact expected sum. Each rank prints one JSON object.
+checked against the exact expected sum.
+
+``--bytes B`` is the judged message size; ``--sizes B1,B2,...`` adds a sweep (busbw against
+message size, for the report's plot). Every size is measured in ascending order within one process
+group. Each rank prints one JSON object: the ``--bytes`` size's figures at the top level (the
+largest size when only ``--sizes`` is given), as before, and every size's in ``sizes``:
+``[{bytes, time_us, algbw_gbps, busbw_gbps, wrong}, ...]``; the top-level ``wrong`` counts all sizes.
 """
 
 from __future__ import annotations
@@ -17,25 +23,13 @@ import sys
 import time
 import warnings
 from datetime import timedelta
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 warnings.filterwarnings("ignore")
 
 
-def run_rank(
-    rank: int, world: int, master: str, nbytes: int, iters: int, timeout_s: float, queue: Optional[Any]
-) -> None:
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{master}",
-        rank=rank,
-        world_size=world,
-        timeout=timedelta(seconds=timeout_s),
-    )
+def measure(dist: Any, torch: Any, rank: int, world: int, nbytes: int, iters: int) -> Dict[str, Any]:
+    """One message size: a warm-up, then ``iters`` timed all_reduces, each result checked."""
     n = max(1, nbytes // 4)
     expected = float(sum(range(1, world + 1)))
     buf = torch.empty(n, dtype=torch.float32)
@@ -50,23 +44,95 @@ def run_rank(
         dist.all_reduce(buf)
         elapsed += time.perf_counter() - start
         wrong += int((buf != expected).sum())  # checked outside the timed span
-    dist.destroy_process_group()
     seconds = elapsed / iters
     algbw = n * 4 / seconds / 1e9
-    result = {
-        "rank": rank,
-        "ranks": world,
+    return {
         "bytes": n * 4,
-        "iterations": iters,
         "time_us": seconds * 1e6,
         "algbw_gbps": algbw,
         "busbw_gbps": algbw * 2 * (world - 1) / world,
         "wrong": wrong,
     }
+
+
+def run_rank(
+    rank: int,
+    world: int,
+    master: str,
+    sizes: List[int],
+    headline: int,
+    iters: int,
+    timeout_s: float,
+    queue: Optional[Any],
+) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{master}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=timeout_s),
+    )
+    rows = [measure(dist, torch, rank, world, nbytes, iters) for nbytes in sizes]
+    dist.destroy_process_group()
+    result = assemble(rank, world, iters, rows, sizes.index(headline))
     if queue is not None:
         queue.put(result)
     else:  # every rank reports (its check reads it); rank 0's busbw is the node group's figure
         print(json.dumps(result))
+
+
+def assemble(rank: int, world: int, iters: int, rows: List[Dict[str, Any]], headline: int) -> Dict[str, Any]:
+    """One rank's JSON object: the headline size at the top level, every size in ``sizes``."""
+    return {
+        "rank": rank,
+        "ranks": world,
+        **rows[headline],
+        "iterations": iters,
+        "wrong": sum(r["wrong"] for r in rows),
+        "sizes": rows,
+    }
+
+
+def combine(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """Local ranks -> one object: per size the slowest rank's figures, every rank's wrong values."""
+    results = sorted(results, key=lambda r: r["rank"])
+    rows = []
+    for i, first in enumerate(results[0]["sizes"]):
+        same = [r["sizes"][i] for r in results]
+        rows.append(
+            {
+                "bytes": first["bytes"],
+                "time_us": max(s["time_us"] for s in same),
+                "algbw_gbps": min(s["algbw_gbps"] for s in same),
+                "busbw_gbps": min(s["busbw_gbps"] for s in same),
+                "wrong": sum(s["wrong"] for s in same),
+            }
+        )
+    headline = next(i for i, row in enumerate(rows) if row["bytes"] == results[0]["bytes"])
+    return assemble(0, results[0]["ranks"], results[0]["iterations"], rows, headline)
+
+
+def message_sizes(text: str) -> List[int]:
+    """``--sizes`` value: comma-separated byte counts, each > 0."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give byte counts, comma-separated (e.g. 1048576,4194304)"
+        ) from None
+    if not sizes or any(s <= 0 for s in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: every size must be an integer > 0 (bytes)")
+    return sizes
+
+
+def plan_sizes(nbytes: Optional[int], sweep: List[int]) -> tuple:
+    """(every size to run, ascending and distinct; the headline size among them)."""
+    sizes = sorted({*sweep, *([nbytes] if nbytes else [])})
+    return sizes, nbytes or sizes[-1]
 
 
 def free_port() -> int:
@@ -77,7 +143,8 @@ def free_port() -> int:
 
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bytes", type=int, required=True)
+    ap.add_argument("--bytes", type=int, help="the judged message size (top-level figures)")
+    ap.add_argument("--sizes", type=message_sizes, default=[], help="more sizes to sweep, B1,B2,...")
     ap.add_argument("--iterations", type=int, required=True)
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--local-ranks", type=int, default=0)
@@ -85,6 +152,11 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--world-size", type=int, default=1)
     ap.add_argument("--master", default="")
     args = ap.parse_args(argv)
+    if not args.bytes and not args.sizes:
+        ap.error("give --bytes and/or --sizes")
+    if args.bytes is not None and args.bytes <= 0:
+        ap.error(f"--bytes {args.bytes}: must be > 0")
+    sizes, headline = plan_sizes(args.bytes, args.sizes)
     if importlib.util.find_spec("torch") is None:  # say it once, before spawning workers that would each fail
         print(json.dumps({"error": f"torch is not installed for {sys.executable}"}))
         return 3
@@ -95,7 +167,7 @@ def main(argv: List[str]) -> int:
         procs = [
             ctx.Process(
                 target=run_rank,
-                args=(r, args.local_ranks, master, args.bytes, args.iterations, args.timeout, queue),
+                args=(r, args.local_ranks, master, sizes, headline, args.iterations, args.timeout, queue),
             )
             for r in range(args.local_ranks)
         ]
@@ -107,13 +179,9 @@ def main(argv: List[str]) -> int:
         if bad:
             print(json.dumps({"error": f"local ranks exited with {bad}"}))
             return 1
-        results = sorted((queue.get() for _ in procs), key=lambda r: r["rank"])
-        out = dict(results[0])
-        out["wrong"] = sum(r["wrong"] for r in results)
-        out["busbw_gbps"] = min(r["busbw_gbps"] for r in results)
-        print(json.dumps(out))
+        print(json.dumps(combine([queue.get() for _ in procs])))
         return 0
-    run_rank(args.rank, args.world_size, args.master, args.bytes, args.iterations, args.timeout, None)
+    run_rank(args.rank, args.world_size, args.master, sizes, headline, args.iterations, args.timeout, None)
     return 0
 
 
