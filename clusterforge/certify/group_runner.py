@@ -12,16 +12,19 @@ runner does the I/O, a constant number of head-node commands per round whatever 
    result" (the planner retests its nodes with known-good partners: never all nodes failed
    because one job failed).
 
-Every group test lands in ``reports/network-groups.json`` (round, nodes, purpose, figure, job
-state) for the people's report (busbw against group size, scaling).
+Every group test lands in ``reports/network-groups.json`` (round, nodes, group size, purpose,
+figure, job state, and rank 0's busbw-against-message-size curve) for the people's report, with
+the median per group size (busbw against node count, and against message size per group size).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shlex
+import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +109,11 @@ class GroupRecord:
     figure: float | None
     state: str  # "done" | "no report" | "not submitted: ..." | "cancelled at the deadline"
     message_bytes: float | None = None
+    curve: list[list[float]] = field(default_factory=list)  # [[bytes, busbw GB/s], ...] ascending
+    size: int = 0  # nodes in the group (= len(nodes))
+
+    def __post_init__(self) -> None:
+        self.size = self.size or len(self.nodes)
 
 
 @dataclass
@@ -119,28 +127,96 @@ def rank0(group: TestGroup) -> str:
     return sorted(group.nodes)[0]
 
 
+def _check_entry(report: Mapping[str, Any] | None, check: str) -> Mapping[str, Any] | None:
+    if not isinstance(report, Mapping):
+        return None
+    for c in report.get("checks") or []:
+        if isinstance(c, Mapping) and c.get("id") == check:
+            return c
+    return None
+
+
+def _figure(entry: Mapping[str, Any]) -> tuple[str, float | None, float | None]:
+    """(metric name, busbw, message bytes) of a check entry: gloo's ``busbw``; the nccl checks name
+    each run ``<label>.busbw``, and the largest message's is taken."""
+    metrics = entry.get("metrics")
+    metrics = metrics if isinstance(metrics, Mapping) else {}
+    busbw = _value(metrics.get("busbw"))
+    if busbw is not None:
+        return "busbw", busbw, _value(metrics.get("message_bytes"))
+    sized = [
+        (_value(metrics.get(k.removesuffix(".busbw") + ".message_bytes")) or 0.0, _value(v), str(k))
+        for k, v in metrics.items()
+        if str(k).endswith(".busbw")
+    ]
+    sized = [(b, v, k) for b, v, k in sized if v is not None]
+    if not sized:
+        return "", None, None
+    nbytes, value, name = max(sized)
+    return name, value, nbytes or None
+
+
 def group_figure(report: Mapping[str, Any] | None, check: str) -> tuple[float | None, float | None]:
     """(busbw, message bytes) of ``check`` in a report; (None, None) when it has no figure."""
-    if not isinstance(report, Mapping):
+    entry = _check_entry(report, check)
+    if entry is None:
         return None, None
-    for c in report.get("checks") or []:
-        if not isinstance(c, Mapping) or c.get("id") != check:
+    _, busbw, nbytes = _figure(entry)
+    return busbw, nbytes
+
+
+def group_curve(report: Mapping[str, Any] | None, check: str) -> list[list[float]]:
+    """busbw against message size, ``[[bytes, busbw], ...]`` ascending, of ``check`` in a report:
+    the check's ``series`` of the figure's metric (gloo ``busbw``, nccl ``<label>.busbw``: one
+    point per size the run measured); without one, the figure at its message size; [] when none."""
+    entry = _check_entry(report, check)
+    if entry is None:
+        return []
+    name, busbw, nbytes = _figure(entry)
+    series = entry.get("series")
+    body = series.get(name) if isinstance(series, Mapping) and name else None
+    points = curve_points(body.get("points") if isinstance(body, Mapping) else None)
+    if points:
+        return points
+    return [[nbytes, busbw]] if busbw is not None and nbytes else []
+
+
+def curve_points(raw: Any) -> list[list[float]]:
+    """Validated ``[[x, y], ...]`` (x > 0, y >= 0, finite; one point per x, the last), ascending."""
+    out: dict[float, float] = {}
+    for p in raw if isinstance(raw, list) else []:
+        if isinstance(p, list | tuple) and len(p) == 2:
+            x, y = _value(p[0]), _value(p[1])
+            if x and y is not None:
+                out[x] = y
+    return [[x, out[x]] for x in sorted(out)]
+
+
+def median_curves(groups: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per group size, over the groups of that size with a figure: how many, the median figure
+    (busbw against node count) and the median busbw at each message size (busbw against message
+    size). Reads ``network-groups.json`` group entries (dicts), so malformed ones are skipped."""
+    figures: dict[int, list[float]] = {}
+    at: dict[int, dict[float, list[float]]] = {}
+    for g in groups:
+        if not isinstance(g, Mapping) or not isinstance(g.get("nodes"), list):
             continue
-        metrics = c.get("metrics") or {}
-        busbw = _value(metrics.get("busbw"))
-        if busbw is None:  # nccl checks name each size: '<label>.busbw'; take the largest message
-            sized = [
-                (_value(metrics.get(k.replace(".busbw", ".message_bytes"))) or 0.0, _value(v))
-                for k, v in metrics.items()
-                if k.endswith(".busbw")
-            ]
-            sized = [(b, v) for b, v in sized if v is not None]
-            if sized:
-                nbytes, busbw = max(sized)
-                return busbw, nbytes or None
-            return None, None
-        return busbw, _value(metrics.get("message_bytes"))
-    return None, None
+        figure = _value(g.get("figure"))
+        if figure is None:
+            continue
+        size = len(g["nodes"])
+        figures.setdefault(size, []).append(figure)
+        for x, y in curve_points(g.get("curve")):
+            at.setdefault(size, {}).setdefault(x, []).append(y)
+    return [
+        {
+            "nodes": size,
+            "groups": len(values),
+            "busbw_median": statistics.median(values),
+            "curve": [[x, statistics.median(ys)] for x, ys in sorted(at.get(size, {}).items())],
+        }
+        for size, values in sorted(figures.items())
+    ]
 
 
 def _value(entry: Any) -> float | None:
@@ -149,7 +225,7 @@ def _value(entry: Any) -> float | None:
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and number >= 0 else None  # NaN and negatives: no figure
+    return number if math.isfinite(number) and number >= 0 else None  # NaN, inf, negatives: no figure
 
 
 def parse_cat(text: str) -> dict[str, dict[str, Any] | None]:
@@ -224,11 +300,13 @@ def run_round(
                 log.reports.setdefault(node, []).append(
                     {**report, "group": list(group.nodes), "round": group.round}
                 )
-        figure, nbytes = group_figure(found.get(f"{folder}/{rank0(group)}/report.json"), jobs.check)
+        first = found.get(f"{folder}/{rank0(group)}/report.json")
+        figure, nbytes = group_figure(first, jobs.check)
         state = states.get(i) or ("done" if figure is not None else "no report")
         figures[group] = figure if i not in states else None
+        curve = group_curve(first, jobs.check) if figures[group] is not None else []
         log.records.append(
-            GroupRecord(group.round, group.purpose, list(group.nodes), figures[group], state, nbytes)
+            GroupRecord(group.round, group.purpose, list(group.nodes), figures[group], state, nbytes, curve)
         )
     return figures
 
@@ -285,13 +363,16 @@ def run_scaling(
 
 def write_groups_file(reports_dir: Path, run_id: str, result: IsolationResult, log: RunLog) -> Path:
     """Every group test of the run, the references and the verdicts, for the people's report."""
+    groups = [asdict(r) for r in log.records]
     data = {
         "run_id": run_id,
         "rounds": result.rounds,
         "jobs": result.jobs,
         "problem": result.problem,
         "references": {str(k): asdict(v) for k, v in result.references.items()},
-        "groups": [asdict(r) for r in log.records],
+        "groups": groups,
+        # busbw against node count and against message size, per group size (medians over groups)
+        "by_size": median_curves(groups),
         "nodes": {n: asdict(v) for n, v in result.node_verdicts.items()},
         "links": [asdict(v) for v in result.link_verdicts],
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from clusterforge.certify import group_runner as gr
 from clusterforge.certify.isolate import Planner, TestGroup
@@ -139,3 +140,92 @@ def test_scaling_sizes_and_round() -> None:
     assert [(r.round, r.purpose, r.nodes, r.figure) for r in log.records] == [
         (4, "scale", ["a", "b", "c"], 0.45)
     ]
+
+
+# -- busbw against message size, per group (issue 11) ----------------------------------------
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+GLOO_RANK0 = json.loads((DATA / "validators-report" / "groups" / "gloo-2node-sweep-rank0.json").read_text())
+
+
+def nccl_report(capture: str, nodes: int) -> dict:
+    """A nccl-multi-node report entry as the real check writes it from a captured nccl-tests run."""
+    from validators.checks.nccl import judge_nccl
+    from validators.config import parse_config
+    from validators.result import Outcome
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = parse_config(json.loads((root / "validators" / "examples" / "p5-node.json").read_text()), "quick")
+    out = Outcome("nccl-multi-node")
+    stdout = (DATA / "nccl-tests" / capture).read_text()
+    judge_nccl(out, cfg, "all_reduce", nodes, f"all_reduce.{nodes}node", 0, stdout, "", ["all_reduce_perf"])
+    return {"checks": [out.finish("ok").to_json()]}
+
+
+def test_the_curve_of_a_captured_gloo_group_report_is_every_size_it_swept() -> None:
+    assert gr.group_curve(GLOO_RANK0, "gloo-allreduce") == [
+        [1048576.0, 0.3719], [4194304.0, 0.3462], [16777216.0, 0.4597], [67108864.0, 0.3721],
+    ]  # fmt: skip
+    assert gr.group_figure(GLOO_RANK0, "gloo-allreduce") == (0.4597, 16777216.0)  # judged size unchanged
+
+
+def test_the_curve_of_a_nccl_group_report_is_every_row_of_its_run() -> None:
+    report = nccl_report("mpirun_prefixed_eks_p5.txt", 2)
+    curve = gr.group_curve(report, "nccl-multi-node")
+    assert curve[-3:] == [[536870912.0, 279.0], [1073741824.0, 313.29], [2147483648.0, 437.79]]
+    assert curve[0] == [67108864.0, 126.33] and len(curve) == 6  # the size-0 row has no x on a log axis
+    # the figure stays the judged row: the worst at or above the threshold's 1 GiB (p5 example)
+    assert gr.group_figure(report, "nccl-multi-node") == (313.29, 1073741824.0)
+
+
+def test_a_report_without_a_series_gives_its_figure_as_one_point() -> None:
+    old = {
+        "checks": [
+            {"id": "gloo-allreduce", "metrics": {"busbw": {"value": 0.44}, "message_bytes": {"value": 8}}}
+        ]
+    }
+    assert gr.group_curve(old, "gloo-allreduce") == [[8.0, 0.44]]
+    assert gr.group_curve(None, "gloo-allreduce") == [] and gr.group_curve(old, "nccl-multi-node") == []
+    broken = {"checks": [{"id": "gloo-allreduce", "metrics": {"busbw": {"value": 0.4}},
+                          "series": {"busbw": {"points": [[0, 1], ["x", 2], [4, float("nan")], [8, 0.5], 3]}}}]}  # fmt: skip
+    assert gr.group_curve(broken, "gloo-allreduce") == [[8.0, 0.5]]
+
+
+class CurveHead(Head):
+    """Rank 0 of every group writes the captured gloo report (figures scaled per group)."""
+
+    def __init__(self, scale: dict[tuple[str, ...], float]) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        answer = super().__call__(argv, stdin)
+        if argv[0] == "sbatch":
+            nodes = tuple(sorted(argv[argv.index("-w") + 1].split(",")))
+            folder = argv[argv.index("-o") + 1].rsplit("/", 1)[0]
+            report = json.loads(json.dumps(GLOO_RANK0))
+            check = report["checks"][0]
+            k = self.scale[nodes]
+            check["metrics"]["busbw"]["value"] *= k
+            check["series"]["busbw"]["points"] = [[x, y * k] for x, y in check["series"]["busbw"]["points"]]
+            self.files[f"{folder}/{nodes[0]}/report.json"] = json.dumps(report)
+        return answer
+
+
+def test_each_group_keeps_its_curve_and_the_file_has_the_median_per_group_size(tmp_path: Path) -> None:
+    scale = {("a", "b"): 1.0, ("c", "d"): 3.0, ("e", "f"): 2.0, ("a", "b", "c", "d"): 0.5}
+    head, log = CurveHead(scale), gr.RunLog()
+    pairs = groups(("a", "b"), ("c", "d"), ("e", "f"))
+    gr.run_round(head, JOBS, pairs, lambda n, p: {}, log, clock=lambda: 0, sleep=lambda _: None)
+    gr.run_round(head, JOBS, [TestGroup(("a", "b", "c", "d"), 2, "scale")], lambda n, p: {}, log,
+                 clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert [r.size for r in log.records] == [2, 2, 2, 4]
+    assert log.records[1].curve[0] == [1048576.0, 0.3719 * 3]
+    result = Planner(["a", "b"]).verdicts()
+    data = json.loads(gr.write_groups_file(tmp_path, "R1", result, log).read_text())
+    assert data["groups"][3]["size"] == 4 and data["groups"][3]["curve"][-1] == [67108864.0, 0.3721 * 0.5]
+    two, four = data["by_size"]
+    assert (two["nodes"], two["groups"], four["nodes"], four["groups"]) == (2, 3, 4, 1)
+    assert two["busbw_median"] == 0.4597 * 2  # the median pair (scale 2)
+    assert two["curve"] == [[x, y * 2] for x, y in GLOO_RANK0["checks"][0]["series"]["busbw"]["points"]]
+    assert four["curve"][2] == [16777216.0, 0.4597 * 0.5]
