@@ -1,5 +1,6 @@
 """The fleet view of the people's report: each metric's nodes against the reference and the band,
-and the network's group tests (busbw against group size, each group's figure).
+and the network's group tests (busbw against group size, busbw against message size per group
+size, each group's figure).
 
 Reads what the certify stage writes beside the node reports: ``reports/fleet.json``
 (pipeline/fleet_stage.py) and ``reports/network-groups.json`` (certify/group_runner.py). Inline
@@ -12,8 +13,9 @@ import statistics
 from html import escape
 from typing import Any
 
+from clusterforge.certify.group_runner import median_curves
 from clusterforge.reports.summary import num
-from clusterforge.reports.svg import fmt_num
+from clusterforge.reports.svg import Series, fmt_bytes, fmt_num, line_chart
 
 WIDTH, ROW, PAD = 560, 26, 70
 
@@ -105,6 +107,49 @@ def fleet_section(fleet: dict[str, Any] | None, reports: list[dict[str, Any]]) -
     )
 
 
+def scaling_charts(groups: list[Any]) -> str:
+    """Two inline SVG line charts, side by side: the median busbw against the group size (node
+    count), and against the message size (log2 x) with one line per group size, each point the
+    median over that size's groups (curves from rank 0's report, certify/group_runner.py)."""
+    sizes = median_curves(groups)
+    if not sizes:
+        return ""
+    scaling = line_chart(
+        "busbw against group size (median over groups)",
+        [Series("median busbw", [(float(s["nodes"]), s["busbw_median"]) for s in sizes])],
+        [],
+        x_unit="nodes",
+        y_unit="GB/s",
+        x_log2=False,
+    )
+    curves = [Series(f"{s['nodes']} nodes", [(x, y) for x, y in s["curve"]]) for s in sizes if s["curve"]]
+    by_message = (
+        line_chart(
+            "busbw against message size, per group size (median over groups)", curves, [], y_unit="GB/s"
+        )
+        if curves
+        else ""
+    )
+    return f"<div class='charts'>{scaling}{by_message}</div>{_curve_table(sizes)}"
+
+
+def _curve_table(sizes: list[dict[str, Any]]) -> str:
+    """The numbers behind the message-size chart: group sizes down, message sizes across."""
+    xs = sorted({x for s in sizes for x, _ in s["curve"]})
+    if not xs:
+        return ""
+    head = "".join(f"<th>{_esc(fmt_bytes(x))}</th>" for x in xs)
+    rows = []
+    for s in sizes:
+        at = dict((x, y) for x, y in s["curve"])
+        cells = "".join(f"<td>{fmt_num(at[x]) if x in at else '-'}</td>" for x in xs)
+        rows.append(f"<tr><td>{_esc(s['nodes'])}</td><td>{_esc(s['groups'])}</td>{cells}</tr>")
+    return (
+        "<table class='curves'><tr><th>nodes</th><th>groups</th>"
+        f"{head}</tr>{''.join(rows)}</table><p class='meta'>median busbw (GB/s) by message size</p>"
+    )
+
+
 def network_section(network: dict[str, Any] | None) -> str:
     if not isinstance(network, dict) or not network.get("groups"):
         return ""
@@ -141,6 +186,7 @@ def network_section(network: dict[str, Any] | None) -> str:
         f"{f'<p>Links:</p><ul>{links}</ul>' if links else ''}"
         "<h3>busbw by group size (scaling)</h3><table><tr><th>nodes</th><th>groups</th><th>median GB/s</th>"
         f"<th>min</th><th>max</th><th>/ 2-node median</th></tr>{scaling}</table>"
+        f"{scaling_charts(network['groups'])}"
         "<h3>Every group test</h3><table><tr><th>round</th><th>purpose</th><th>nodes</th><th>busbw</th>"
         f"<th>job</th></tr>{''.join(rows)}</table></section>"
     )

@@ -421,3 +421,44 @@ def test_any_field_of_a_report_may_be_wrong() -> None:
     html = render_run_html([odd_keys], stack="s")
     assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
     parse(html)
+
+
+def _series_points(elements: list[tuple[str, dict[str, str]]]) -> dict[str, list[tuple[float, float]]]:
+    """data-series name -> its circles' (data-x, data-y), in drawing order."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    name = None
+    for tag, attrs in elements:
+        if tag == "g" and "data-series" in attrs:
+            name = attrs["data-series"]
+            out[name] = []
+        elif tag == "circle" and name is not None:
+            out[name].append((float(attrs["data-x"]), float(attrs["data-y"])))
+    return out
+
+
+def test_the_network_section_draws_busbw_against_message_size_per_group_size(tmp_path: Path) -> None:
+    mib = float(1 << 20)
+
+    def group(nodes: list[str], purpose: str, k: float) -> dict[str, Any]:
+        curve = [[mib, 0.1 * k], [4 * mib, 0.3 * k], [16 * mib, 0.4 * k]]
+        return {"round": 1, "purpose": purpose, "nodes": nodes, "figure": 0.4 * k, "state": "done",
+                "message_bytes": 16 * mib, "curve": curve, "size": len(nodes)}  # fmt: skip
+
+    network = {"run_id": "R1", "rounds": 2, "jobs": 5, "problem": None, "links": [], "groups": [
+        group(["n1", "n2"], "screen", 1.0), group(["n3", "n4"], "screen", 3.0), group(["n5", "n6"], "screen", 2.0),
+        group(["n1", "n2", "n3", "n4"], "scale", 0.5),
+        {"round": 1, "purpose": "screen", "nodes": ["n7", "n8"], "figure": None, "state": "no report", "curve": []},
+        {"round": 2, "purpose": "scale", "nodes": "n1", "figure": "x", "curve": "<script>"},  # malformed: skipped
+    ]}  # fmt: skip
+    page = parse(render_run_html([], stack="s", network=network))
+    _, elements = page.chart("busbw against message size, per group size (median over groups)")
+    assert _series_points(elements) == {
+        "2 nodes": [(mib, 0.2), (4 * mib, 0.6), (16 * mib, 0.8)],  # medians over the three pairs
+        "4 nodes": [(mib, 0.05), (4 * mib, 0.15), (16 * mib, 0.2)],
+    }
+    xs = [float(a["cx"]) for t, a in elements if t == "circle"][:3]
+    assert xs[2] - xs[1] == pytest.approx(xs[1] - xs[0], abs=0.05)  # 4x steps evenly spaced: log x
+    _, scaling = page.chart("busbw against group size (median over groups)")
+    assert _series_points(scaling) == {"median busbw": [(2.0, 0.8), (4.0, 0.2)]}
+    text = " ".join(page.text)
+    assert "1 MiB" in text and "16 MiB" in text  # the numbers' table beside the charts
