@@ -18,7 +18,11 @@ different known-good node each round until two good partners have judged it: fai
 node fault (no figure at all: dead); passing with both clears it. A pair that failed although both
 nodes pass with others is a link candidate: it is run again, and a failure that repeats is a link
 fault naming both nodes, one that does not is flaky. With d node faults and a few link faults this
-takes 3 rounds, 4 when a link is retested (benchmarks/isolate.py), at any N.
+takes 3 rounds, 4 when a link is retested (benchmarks/isolate.py), at N >= 64 and d <= 16. While
+few nodes still need a test (a small fleet with many faults, good partners scarce) the round is
+chosen by looking one round ahead over the fault hypotheses (isolate_search.py); at N = 8 with
+d = 4 it still takes up to 6 rounds, and some such fleets cannot be done in 4 by any plan of
+disjoint pairs (the benchmark's round_floor says which).
 
 Figures are judged against the reference for the group size: a stored baseline, or the median of
 this run's figures of that size (needs IsolationRules.min_fleet_figures of them: at 2 nodes without
@@ -96,7 +100,7 @@ class Planner:
             self._done = True
             return None
         ev = self._evidence()
-        groups = plan_round(ev, self.nodes, self.known_good, self.topology, self.round + 1)
+        groups = plan_round(ev, self.nodes, self.known_good, self.topology, self.round + 1, self.rules)
         if not groups:
             self._done = True
             return None

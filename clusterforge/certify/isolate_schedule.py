@@ -6,7 +6,9 @@ that needs a group with a new known-good partner (suspects first), and last the 
 partner could be found for, paired among themselves with partners they have not met: that is round
 1 (nobody is known good yet), and the fallback when good nodes are scarce. Partners are taken from
 the same topology group (rack, placement group, NVLink domain) first, so a figure compares like
-with like, and each good node serves one suspect per round.
+with like, and each good node serves one suspect per round. While few nodes still need a test
+(a small fleet with many faults) the round comes from isolate_search.py instead, which scores every
+matching against the fault hypotheses; nodes with a link-fault verdict serve as partners too.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 
 from clusterforge.certify.isolate_evidence import Evidence
-from clusterforge.certify.isolate_types import TestGroup
+from clusterforge.certify.isolate_search import search_round
+from clusterforge.certify.isolate_types import IsolationRules, TestGroup
+
+_PARTNERS = ("pass", "link-fault")
 
 
 class _Pool:
@@ -49,6 +54,7 @@ def plan_round(
     known_good: Sequence[str],
     label: Mapping[str, str],
     round_no: int,
+    rules: IsolationRules | None = None,
 ) -> list[TestGroup]:
     busy: set[str] = set()
     groups: list[TestGroup] = []
@@ -62,11 +68,27 @@ def plan_round(
     never_passed = {n for n in ev.needy if n not in ev.good}
     # Partners: one pass proves a node free of node faults. Never-failed nodes first, then cleared
     # ones, then good nodes waiting on a retest, then good nodes that still need a confirmation.
-    cleared = [n for n in nodes if n in ev.verdicts and ev.verdicts[n].ok and n not in ev.clean]
+    # A link-fault verdict is about one pair: the node passed with two good partners and serves others.
+    cleared = [
+        n for n in nodes if n in ev.verdicts and ev.verdicts[n].kind in _PARTNERS and n not in ev.clean
+    ]
     needing = set(ev.needy)
     waiting = [n for n in nodes if n in ev.good and n not in ev.verdicts and n not in needing]
     short = [n for n in ev.needy if n in ev.good]
-    pool = _Pool([*known_good, *[n for n in nodes if n in ev.clean], *cleared, *waiting, *short], label)
+    partners = [*known_good, *[n for n in nodes if n in ev.clean], *cleared, *waiting, *short]
+    if rules is not None and round_no > 1:
+        pairs = search_round(
+            ev, nodes, known_good, rules, needy, partners, busy,
+            lambda a, b: b not in ev.tried[a], label,
+        )  # fmt: skip
+        if pairs is not None:
+            for a, b in pairs:
+                if a in ev.good and b not in ev.good:
+                    a, b = b, a  # the never-passed node is the one under test
+                purpose = "confirm" if b in ev.good else "screen"
+                groups.append(TestGroup((a, b), round_no, purpose))  # type: ignore[arg-type]
+            return groups
+    pool = _Pool(partners, label)
     left: list[str] = []
     for node in needy:
         if node in busy:

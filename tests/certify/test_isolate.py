@@ -323,3 +323,43 @@ def test_three_nodes_a_link_fault_is_told_apart_with_the_only_other_partner() ->
     assert {v.kind for n, v in result.node_verdicts.items() if n != "n3"} == {"link-fault"}
     assert result.node_verdicts["n3"].ok
     assert [v.nodes for v in result.link_verdicts] == [("n1", "n2")]
+
+
+# ---- small fleets with many faults ----
+
+
+def _run_exact(count: int, slow: set[str], links: set[frozenset[str]]) -> IsolationResult:
+    """Noise-free: a group fails when it holds a slow node or both ends of a link fault."""
+    planner = Planner(node_names(count), rules=BASELINE)
+    drive(planner, lambda g: 0.045 if set(g.nodes) & slow or any(k <= g.key for k in links) else 0.45)
+    return planner.verdicts()
+
+
+def test_a_node_with_a_link_fault_serves_as_a_good_partner() -> None:
+    """node-0008 has one good partner left that is not a node fault: node-0003 or node-0004, both
+    with a link-fault verdict of their own (with each other). It is a link fault, not undetermined."""
+    links = {frozenset({"node-0003", "node-0004"}), frozenset({"node-0007", "node-0008"})}
+    result = _run_exact(8, {"node-0001", "node-0005", "node-0006"}, links)
+    expected = {n: "node-fault" for n in ("node-0001", "node-0005", "node-0006")}
+    expected.update({n: "link-fault" for k in links for n in k})
+    assert kinds(result) == expected
+    assert {frozenset(v.nodes) for v in result.link_verdicts} == links
+
+
+@pytest.mark.parametrize(
+    ("slow", "links", "rounds"),
+    [
+        ({"node-0002"}, {("node-0003", "node-0004")}, 4),
+        ({"node-0001", "node-0003"}, set(), 3),
+        ({"node-0001", "node-0003"}, {("node-0005", "node-0006")}, 4),
+        ({"node-0001", "node-0002", "node-0003"}, set(), 4),
+    ],
+)
+def test_six_nodes_with_many_faults_choose_partners_by_looking_ahead(slow, links, rounds) -> None:
+    """Few good partners for many suspects: the greedy pairing took 5-6 rounds on these."""
+    link_keys = {frozenset(k) for k in links}
+    result = _run_exact(6, slow, link_keys)
+    expected = {n: "node-fault" for n in slow}
+    expected.update({n: "link-fault" for k in link_keys for n in k})
+    assert kinds(result) == expected
+    assert result.rounds == rounds
