@@ -45,6 +45,7 @@ def run_play(
     check: bool = False,
     limit: str | None = None,
     extravars: dict[str, Any] | None = None,
+    playbook: Path = PLAYBOOK,
 ) -> PlayOutcome:
     import ansible_runner
 
@@ -62,7 +63,7 @@ def run_play(
     }
     result = ansible_runner.run(
         private_data_dir=str(work),
-        playbook=str(PLAYBOOK),
+        playbook=str(playbook),
         inventory=str(inventory),
         envvars=envvars,
         cmdline="--check --diff" if check else None,
