@@ -84,7 +84,9 @@ _RULES: tuple[_Rule, ...] = (
         "tasks/setup-Debian.yml",
         (
             "regex_replace', '$', '=' ~ _nvidia_driver_pin)",
-            "(_nvidia_driver_pinned + _nvidia_driver_unpinned)",
+            # + _nvidia_driver_pinning: the version-locking package, installed only where NVIDIA's
+            # repository offers it (decided on the node), so it is not a NODE.json pin.
+            "(_nvidia_driver_pinned + _nvidia_driver_unpinned + _nvidia_driver_pinning)",
         ),
     ),
     _Rule(
@@ -118,10 +120,13 @@ _RULES: tuple[_Rule, ...] = (
         "fabric_manager",
         _GPU,
         "fabric_manager_enabled",
-        "[_fabric_manager_package]",
+        "_fabric_manager_pinned",  # Fabric Manager and its NSCQ companion (from 580: unbranched names)
         "_fabric_manager_pin",
         "tasks/setup-Debian.yml",
-        ('"{{ _fabric_manager_package }}={{ _fabric_manager_pin }}"',),
+        (
+            "_fabric_manager_pinned | map('regex_replace', '$', '=' ~ _fabric_manager_pin)",
+            "(_fabric_manager_pinned",
+        ),
     ),
     _Rule(
         "dcgm",
