@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from pathlib import Path
 
 from conftest import (
     NVSMI_NO_DRIVER_RC,
@@ -13,7 +14,14 @@ from conftest import (
     tiny_cpu_config,
 )
 
-from validators.checks.software import PythonRuntime, SoftwareVersions, upstream_version, version_matches
+from validators.checks.software import (
+    SLURMD_VERSION,
+    PythonRuntime,
+    SoftwareVersions,
+    parse_slurmd_version,
+    upstream_version,
+    version_matches,
+)
 from validators.parsers.dpkg import DPKG_PIN_FORMAT
 from validators.suite import run_check
 
@@ -127,6 +135,30 @@ def test_held_packages_count_as_installed_and_removed_ones_do_not() -> None:
     removed = dpkg_answer({"slurmd": ("22.05.7-1", "rc "), "slurm-wlm": ("22.05.8-4+deb12u3", "hi ")})
     result = run_check(SoftwareVersions(), make_context(cfg, removed))
     assert result.status == "pass", result.summary
+
+
+SLURMD_V = (Path(__file__).resolve().parents[1] / "data" / "slurm" / "slurmd-V-source.txt").read_text()
+
+
+def test_slurm_built_from_source_is_read_from_slurmd() -> None:
+    """No Slurm package (roles/slurm slurm_install_method: source): slurmd -V says the version."""
+    assert parse_slurmd_version(SLURMD_V) == "22.05.8"
+    assert parse_slurmd_version("slurmd: error: something\n") is None
+    cfg = {"schema_version": 1, "node": "n", "instance_type": "local", "software": {"slurm": "22.05.8"}}
+    runner = dpkg_answer({})
+    runner.answers[SLURMD_VERSION] = (0, SLURMD_V, "")
+    result = run_check(SoftwareVersions(), make_context(cfg, runner))
+    assert result.status == "pass", result.summary
+    assert any(
+        "slurm: 22.05.8 ok (no Slurm package; /usr/local/sbin/slurmd -V" in e
+        for e in result.evidence["lines"]
+    )
+    runner = dpkg_answer({})
+    runner.answers[SLURMD_VERSION] = (0, SLURMD_V.replace("22.05.8", "22.05.9"), "")
+    result = run_check(SoftwareVersions(), make_context(cfg, runner))
+    assert result.status == "fail" and result.summary.startswith(
+        "slurm: expected 22.05.8, found slurmd 22.05.9"
+    )
 
 
 class PinRunner(FakeRunner):

@@ -25,6 +25,18 @@ DEFAULT_PACKAGES: Dict[str, List[str]] = {
     "enroot": ["enroot"],
     "slurm": ["slurmd", "slurm-wlm", "slurm"],
 }
+# Slurm built from source (roles/slurm, prefix /usr/local) has no package: its slurmd prints
+# "slurm 22.05.8" (tests/data/slurm/slurmd-V-source.txt).
+SLURMD_VERSION = ("/usr/local/sbin/slurmd", "-V")
+_SLURMD_VERSION_RE = re.compile(r"^slurm\s+(\d+\.\d+\.\d+)\s*$", re.MULTILINE)
+
+
+def parse_slurmd_version(text: str) -> Optional[str]:
+    """The version in ``slurmd -V`` output, or None when the text is not that."""
+    m = _SLURMD_VERSION_RE.search(text)
+    return m.group(1) if m else None
+
+
 # Components of which several versions may be installed at once: one matching is enough.
 COEXISTING = ("cuda",)
 EFA_INSTALLED = "/opt/amazon/efa_installed_packages"
@@ -145,7 +157,26 @@ class SoftwareVersions(Check):
         versions = query_packages(ctx, out, patterns)
         if versions is None:
             return None
+        if not versions and component == "slurm" and "slurm" not in cfg.packages:
+            # No Slurm package: the slurm role's source build (slurm_install_method: source) is not a
+            # package; its slurmd says its version itself.
+            return self._slurmd_version(ctx, out)
         return [f"{name} {v}" for name, v in versions], "packages " + ", ".join(patterns)
+
+    def _slurmd_version(self, ctx: Context, out: Outcome) -> Optional[Tuple[List[str], str]]:
+        where = "no Slurm package; " + " ".join(SLURMD_VERSION)
+        out.command(list(SLURMD_VERSION))
+        rc, stdout, stderr = ctx.run(list(SLURMD_VERSION))
+        if rc == RC_NOT_FOUND:
+            return [], where + ": not found"
+        version = parse_slurmd_version(stdout)
+        if rc != 0 or version is None:
+            out.fail(
+                "slurm: cannot read the version: "
+                + describe_failure(list(SLURMD_VERSION), rc, stdout, stderr)
+            )
+            return None
+        return [f"slurmd {version}"], where
 
     def _efa(self, ctx: Context, out: Outcome) -> Optional[Tuple[List[str], str]]:
         argv = ["cat", EFA_INSTALLED]
