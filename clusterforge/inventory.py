@@ -72,6 +72,8 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
             it.gpu and it.gpu.nvswitch and load_compat().fabric_manager.is_nvlink5(it.gpu.architecture)
         )
         hv["efa_enabled"] = it.has_efa
+        # Profiling metrics on Ampere and earlier need DCGM's proprietary packages (dcgm role).
+        hv["dcgm_proprietary"] = dcgm_proprietary(it.gpu.architecture if it.gpu else None)
         hv["monitoring_gpu_count"] = it.gpu_count
         # No unattended kernel/driver upgrades where a driver module is loaded (common role).
         hv["common_unattended_upgrades"] = it.gpu is None
@@ -153,6 +155,24 @@ def dcgm_cuda_major(driver: str, cuda: str) -> str:
     12.8 toolkit needs -cuda13. Unknown driver: the toolkit's major."""
     found = load_compat().driver_cuda_major(driver)
     return str(found if found is not None else cuda.split(".")[0])
+
+
+# Hopper's compute capability: GPUs below it (Volta sm_70, Turing sm_75, Ampere sm_80/sm_86/sm_87, Ada
+# sm_89) read profiling metrics through DCGM's proprietary profiling module.
+DCGM_OPEN_PROFILING_FROM_SM = 90
+
+
+def dcgm_proprietary(architecture: str | None) -> bool:
+    """Whether a GPU of this architecture ("sm_80") needs datacenter-gpu-manager-4-proprietary for
+    profiling metrics. NVIDIA/dcgm-exporter README, "Profiling Metrics": "for Ampere and earlier
+    generation GPUs, profiling metrics depend on the datacenter-gpu-manager-4-proprietary package".
+    The open-source host engine serves DCGM_FI_PROF_* through NVML GPM where the device supports it,
+    else from the (proprietary) profiling module (NVIDIA/DCGM dcgmlib/src/DcgmCacheManager.cpp,
+    "module-pushed field"); GPM starts with Hopper, so Ada (sm_89, no catalogue type has one) counts
+    as earlier. No GPU or an unreadable architecture: False (nothing to profile, or nothing known)."""
+    if not architecture or not architecture.startswith("sm_") or not architecture[3:].isdigit():
+        return False
+    return int(architecture[3:]) < DCGM_OPEN_PROFILING_FROM_SM
 
 
 def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:

@@ -79,3 +79,22 @@ def test_a_spec_change_moves_the_pin(tmp_path: Path) -> None:
     spec, _ = load_spec(tmp_path / "local.yaml")
     pins = {p.package: p for p in package_pins(spec, _node("gpu", "local"), HW["local"], HW)}
     assert pins["slurmd"].version == "22.05.9-*"
+
+
+@pytest.mark.parametrize(("instance_type", "proprietary"), [("p4d.24xlarge", True), ("p5.48xlarge", False)])
+def test_ampere_nodes_pin_the_proprietary_dcgm_pair(instance_type: str, proprietary: bool) -> None:
+    """Profiling metrics on Ampere and earlier need datacenter-gpu-manager-4-proprietary (dcgm-exporter
+    README, "Profiling Metrics"); the dcgm role pins and holds it, so NODE.json pins carry it too."""
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    n = _node("gpu", instance_type, "gpu-001")
+    pins = {p.package: p for p in package_pins(spec, n, HW[instance_type], HW)}
+    core = pins["datacenter-gpu-manager-4-core"]
+    names = [p for p in pins if p.startswith("datacenter-gpu-manager-4-proprietary")]
+    if proprietary:
+        assert sorted(names) == [
+            "datacenter-gpu-manager-4-proprietary",
+            "datacenter-gpu-manager-4-proprietary-cuda12",
+        ]
+        assert all(pins[p].version == core.version and pins[p].held for p in names)
+    else:
+        assert names == []

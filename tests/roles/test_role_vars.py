@@ -348,3 +348,142 @@ def test_pyxis_build_folder_follows_the_slurm_headers() -> None:
     assert folder("0x160508") == ("/usr/local/src/pyxis-0.21.0-slurm-160508", "22.05.8")
     # A Slurm upgrade names another folder: the plugin is rebuilt against the new headers.
     assert folder("0x180507") == ("/usr/local/src/pyxis-0.21.0-slurm-180507", "24.05.7")
+
+
+DCGM_INSTALL = (
+    "https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/getting-started.html ('sudo apt-get install "
+    "--yes --install-recommends datacenter-gpu-manager-4-cuda${CUDA_VERSION}', CUDA_VERSION read from "
+    "nvidia-smi's 'CUDA Version', i.e. the driver's; the stored copy of the page stops before that section, the "
+    "command is as public install scripts copy it). Recommends: libnuma1 "
+    "(https://github.com/NVIDIA/DCGM/blob/master/cmake/packaging.cmake, CPACK_DEBIAN_CUDA12_PACKAGE_RECOMMENDS) "
+    "and, in NVIDIA's binary repository, datacenter-gpu-manager-4-proprietary-cuda<N> (apt-cache depends "
+    "datacenter-gpu-manager-4-cuda13, DCGM 4.6.1)"
+)
+DCGM_PROPRIETARY = (
+    "https://github.com/NVIDIA/dcgm-exporter/blob/main/README.md#profiling-metrics ('for Ampere and earlier "
+    "generation GPUs, profiling metrics depend on the datacenter-gpu-manager-4-proprietary package')"
+)
+# (driver, toolkit CUDA, GPU architecture) -> the DCGM packages pinned and held on that node.
+DCGM_TABLE = [
+    (
+        # p5 (H100) with prod's 570: CUDA 12, Hopper profiles in the open part
+        ("570.133.20", "12.8.1", "sm_90"),
+        ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"],
+        DCGM_INSTALL,
+    ),
+    (
+        # p6-b200 on 580: the driver's CUDA 13, not the toolkit's 12
+        ("580.95.05", "12.8.1", "sm_100"),
+        ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda13"],
+        DCGM_INSTALL,
+    ),
+    (
+        # p4d (A100): Ampere needs the proprietary pair
+        ("570.133.20", "12.8.1", "sm_80"),
+        [
+            "datacenter-gpu-manager-4-core",
+            "datacenter-gpu-manager-4-cuda12",
+            "datacenter-gpu-manager-4-proprietary",
+            "datacenter-gpu-manager-4-proprietary-cuda12",
+        ],
+        DCGM_INSTALL + "; " + DCGM_PROPRIETARY,
+    ),
+    (
+        # g5 (A10G) on 580: Ampere, CUDA 13 suffix on both
+        ("580.95.05", "12.8.1", "sm_86"),
+        [
+            "datacenter-gpu-manager-4-core",
+            "datacenter-gpu-manager-4-cuda13",
+            "datacenter-gpu-manager-4-proprietary",
+            "datacenter-gpu-manager-4-proprietary-cuda13",
+        ],
+        DCGM_INSTALL + "; " + DCGM_PROPRIETARY,
+    ),
+    (
+        # no GPU (container node): nothing to profile
+        ("535.261.03", "11.8.89", None),
+        ["datacenter-gpu-manager-4-core", "datacenter-gpu-manager-4-cuda12"],
+        DCGM_INSTALL,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "packages", "source"), DCGM_TABLE, ids=["-".join(str(c) for c in r[0]) for r in DCGM_TABLE]
+)
+def test_dcgm_packages_per_driver_cuda_major_and_architecture(
+    case: tuple[str, str, str | None], packages: list[str], source: str
+) -> None:
+    from clusterforge.inventory import dcgm_cuda_major, dcgm_proprietary
+
+    driver, cuda, architecture = case
+    given = {
+        "dcgm_version": "4.2.3",
+        "dcgm_cuda_major": dcgm_cuda_major(driver, cuda),
+        "dcgm_proprietary": dcgm_proprietary(architecture),
+    }
+    assert render("dcgm", "ubuntu-22.04", "{{ _dcgm_packages }}", **given) == packages
+    assert render("dcgm", "ubuntu-22.04", "{{ _dcgm_pin }}", **given) == "1:4.2.3-1"
+
+
+def test_dcgm_installs_the_recommends_nvidia_installs() -> None:
+    # NVIDIA's command installs Recommends (libnuma1; -proprietary-cuda<N> from NVIDIA's repository).
+    assert render("dcgm", None, "{{ dcgm_install_recommends }}") is True
+    task = yaml.safe_load((ROLES / "dcgm/tasks/setup-Debian.yml").read_text())[0]
+    assert task["ansible.builtin.apt"]["install_recommends"] == "{{ dcgm_install_recommends }}"
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "proprietary"),
+    [("p4d.24xlarge", True), ("g5.xlarge", True), ("p5.48xlarge", False), ("p6-b200.48xlarge", False)],
+)
+def test_inventory_asks_for_the_proprietary_pair_by_architecture(
+    instance_type: str, proprietary: bool
+) -> None:
+    from clusterforge.inventory import host_vars
+    from clusterforge.providers.base import Node
+
+    hv = host_vars(Node("gpu-001", "10.0.0.5", "gpu", "gpu", instance_type, {"ansible_connection": "ssh"}))
+    assert hv["dcgm_proprietary"] is proprietary
+
+
+def _systemd_sections(text: str) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = ""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            current = line.strip("[]")
+            sections.setdefault(current, [])
+        else:
+            sections[current].append(line)
+    return sections
+
+
+def test_dcgm_exporter_drop_in_uses_the_running_host_engine() -> None:
+    """The drop-in the monitoring role writes: remote host engine localhost:5555 (dcgm-exporter's -r,
+    as DCGM_REMOTE_HOSTENGINE_INFO; https://github.com/NVIDIA/dcgm-exporter/blob/main/README.md "Remote
+    Hostengine (Environment Variable)"), ordered after and bound to nvidia-dcgm.service; the packaged
+    ExecStart (https://github.com/NVIDIA/dcgm-exporter/blob/main/packaging/config-files/systemd/
+    nvidia-dcgm-exporter.service: `dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv`) is kept."""
+    template = (ROLES / "monitoring/templates/dcgm-exporter-hostengine.conf.j2").read_text()
+    text = render("monitoring", None, template, ansible_managed="managed by clusterforge")
+    sections = _systemd_sections(text)
+    assert sections["Unit"] == ["Requires=nvidia-dcgm.service", "After=nvidia-dcgm.service"]
+    assert "Environment=DCGM_REMOTE_HOSTENGINE_INFO=localhost:5555" in sections["Service"]
+    assert "Restart=on-failure" in sections["Service"]
+    assert not [line for line in sections["Service"] if line.startswith("ExecStart")]
+    path = render("monitoring", None, "{{ _monitoring_dcgm_exporter_dropin }}")
+    assert path == "/etc/systemd/system/nvidia-dcgm-exporter.service.d/10-clusterforge-hostengine.conf"
+    # The role writes it before starting the exporter, and restarts the exporter when it changes.
+    tasks = yaml.safe_load((ROLES / "monitoring/tasks/dcgm_exporter.yml").read_text())
+    names = [t["name"] for t in tasks]
+    assert names.index("Point dcgm-exporter at the running host engine") < names.index(
+        "Enable and start dcgm-exporter"
+    )
+    dropin = tasks[names.index("Point dcgm-exporter at the running host engine")]
+    assert dropin["notify"] == "Restart dcgm-exporter"
+    handlers = yaml.safe_load((ROLES / "monitoring/handlers/main.yml").read_text())
+    assert "Restart dcgm-exporter" in [h["name"] for h in handlers]
