@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 TOOLS = (
     "nccl-tests", "dcgmi-diag", "nvidia-smi", "nvidia-smi-topo", "gpu-burn", "xid", "fi-info",
-    "ibstat", "ibstatus", "nvlink",
+    "ibstat", "ibstatus", "nvlink", "nccl-net",
 )  # fmt: skip
 
 

@@ -124,6 +124,25 @@ ibstatus  (infiniband.parse_ibstatus; rdma-core `ibstatus`)
                                'mlx5_8' failed")
     error           str|None   the first such line, or "no InfiniBand port in the output", when no port was read
 
+nccl-net  (nccl_net.parse_nccl_net; NCCL's NCCL_DEBUG=INFO log, NCCL_DEBUG_SUBSYS=INIT,NET suffices)
+    networks        {name: lines}  "NCCL INFO Using network <name>" ("AWS Libfabric"/"Libfabric" = aws-ofi-nccl,
+                               "Socket", "IB")
+    plugin          {name, api}|None   "NET/Plugin: Loaded net plugin <name> (v<api>)"
+    ofi_version     str|None   "NET/OFI Initializing aws-ofi-nccl <v>" (1.7 on) / "NET/OFI Using aws-ofi-nccl <v>"
+    providers       {name: lines}  "NET/OFI Selected [Pp]rovider is <name>"; fabrics list[str] ("fabric is", 1.14 on);
+                               nics int|None (largest "(found N nics)")
+    plugin_missing  list[str]  why libnccl-net.so was not used, per NCCL release's wording ("Plugin load
+                               (libnccl-net.so) returned 2 : ...: cannot open shared object file", "No plugin
+                               found", "Could not find: libnccl-net.so", "Using internal net plugin")
+    ofi_errors      list[str]  "NCCL WARN NET/OFI ..." messages ("aws-ofi-nccl initialization failed")
+    ofi_used        bool;  fallback list[str] (networks other than the OFI plugin's)
+    reasons         list[str]  why the log does not show aws-ofi-nccl over EFA: a non-OFI network (with the
+                               first missing/OFI reason), a provider other than efa, no "Using network" line, or
+                               the OFI network without a "Selected provider" line
+    ok              bool       no reasons
+  CollNet, tuner and profiler plugin lines are ignored; newest-first symbol probes ("Failed to find
+  ncclNetPlugin_v7 symbol." before "Loaded net plugin ... (v6)") are not failures.
+
 nvlink  (nvlink.parse_nvlink_status; `nvidia-smi nvlink --status` / `-s`)
     gpus            list       each: index int, name str|None, uuid str|None, note str|None (text after the
                                UUID, e.g. "Device does not have or support Nvlink"), links {"<n>": GB/s float
@@ -140,6 +159,7 @@ from validators.parsers.dcgm import parse_dcgmi_diag
 from validators.parsers.fi_info import parse_fi_info
 from validators.parsers.gpu_burn import parse_gpu_burn
 from validators.parsers.infiniband import parse_ibstat, parse_ibstatus
+from validators.parsers.nccl_net import parse_nccl_net
 from validators.parsers.nccl_tests import parse_nccl_tests
 from validators.parsers.nvidia_smi import parse_nvidia_smi
 from validators.parsers.nvlink import parse_nvlink_status
@@ -157,6 +177,7 @@ PARSERS: Dict[str, Callable[[str], Dict[str, Any]]] = {
     "ibstat": parse_ibstat,
     "ibstatus": parse_ibstatus,
     "nvlink": parse_nvlink_status,
+    "nccl-net": parse_nccl_net,
 }
 
 __all__ = [
@@ -167,6 +188,7 @@ __all__ = [
     "parse_gpu_burn",
     "parse_ibstat",
     "parse_ibstatus",
+    "parse_nccl_net",
     "parse_nccl_tests",
     "parse_nvidia_smi",
     "parse_nvidia_smi_topo",
