@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import FakeRunner, captured, gpu_config, make_context
 
 from validators.checks.nccl import NcclMultiNode, NcclSingleNode, bench_args, launcher_argv
@@ -10,6 +11,7 @@ from validators.suite import run_check
 NVSMI = ("nvidia-smi", "-q", "-x")
 GPU_OK = (0, captured("nvidia-smi", "q_550_a10_pcie_gen1.txt"), "")
 BIN = "/opt/nccl-tests/build/all_reduce_perf"
+EFA_NET_LOG = captured("nccl-net", "efa_p5en_libfabric_16nics.txt")
 
 
 def single(collectives: list, answer: tuple, thresholds: dict) -> dict:
@@ -92,7 +94,8 @@ def test_multi_node_pairwise_names_the_slow_peer() -> None:
         peers=[{"name": "gpu-002", "address": "10.0.0.2"}, {"name": "gpu-003", "address": "10.0.0.3"}]
     )
     cfg["nccl"] = dict(cfg["nccl"], pairwise=True)
-    good = (0, captured("nccl-tests", "mpirun_prefixed_eks_p5.txt"), "")
+    # p5 has EFA: the run's NCCL INFO lines (here another captured p5en log) show aws-ofi-nccl over efa.
+    good = (0, captured("nccl-tests", "mpirun_prefixed_eks_p5.txt"), EFA_NET_LOG)
     bad = (1, captured("nccl-tests", "crashed_midtable_cuda_error.txt"), "")
     runner = FakeRunner(
         {("srun", "--nodelist=gpu-001,gpu-002"): good, ("srun", "--nodelist=gpu-001,gpu-003"): bad}
@@ -132,3 +135,63 @@ def test_launcher_placeholders() -> None:
         "10.0.0.2",
         "--nodes=2",
     ]
+
+
+PEER = [{"name": "gpu-002", "address": "10.0.0.2"}]
+NCCL_OK = captured("nccl-tests", "mpirun_prefixed_eks_p5.txt")
+
+
+def multi(net_log: str, rc: int = 0, stdout: str = NCCL_OK, efa: int = 32) -> tuple:
+    cfg = gpu_config(peers=PEER)
+    cfg["efa"] = {"interfaces": efa}
+    runner = FakeRunner({("srun",): (rc, stdout, net_log)})
+    return run_check(NcclMultiNode(), make_context(cfg, runner, "standard")), runner
+
+
+def test_efa_nodes_run_nccl_with_init_and_net_logging() -> None:
+    result, runner = multi(EFA_NET_LOG)
+    assert result.status == "pass", result.summary
+    argv = runner.calls[0]
+    start = argv.index("env")
+    assert argv[start : start + 3] == ["env", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET"]
+    assert argv[start + 3] == BIN  # after the launcher, before the benchmark: every rank gets them
+    assert "over aws-ofi-nccl/efa" in result.summary
+    assert any(
+        "network Libfabric (1 lines)" in line and "provider efa; 16 nics" in line
+        for line in result.evidence["lines"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("capture", "reason"),
+    [
+        (
+            "socket_ofi_init_failed_cloudwatch.txt",
+            "NCCL used network Socket, not the OFI plugin (NET/OFI aws-ofi-nccl initialization failed)",
+        ),
+        ("ofi_provider_cxi_not_efa.txt", "aws-ofi-nccl selected libfabric provider cxi, not efa"),
+        (
+            "plugin_not_found_nccl218.txt",
+            "aws-ofi-nccl was not loaded (libnccl-net.so: load returned 2: libnccl-net.so: cannot open shared object file",
+        ),
+    ],
+)
+def test_efa_run_without_the_ofi_plugin_over_efa_fails_with_the_reason(capture: str, reason: str) -> None:
+    """Even with busbw above the floor (the nccl-tests output passes alone), NCCL must have used EFA."""
+    result, _ = multi(captured("nccl-net", capture))
+    assert result.status == "fail"
+    assert reason in result.summary
+
+
+def test_a_run_that_died_before_choosing_a_network_fails_for_its_own_reason_only() -> None:
+    result, _ = multi("", rc=1, stdout=captured("nccl-tests", "crashed_midtable_cuda_error.txt"))
+    assert result.status == "fail"
+    assert "Using network" not in result.summary
+    assert any("net plugin not judged" in line for line in result.evidence["lines"])
+
+
+def test_without_efa_the_net_plugin_is_not_applicable() -> None:
+    result, runner = multi("", efa=0)
+    assert result.status == "pass", result.summary
+    assert "env" not in runner.calls[0] and "NCCL_DEBUG=INFO" not in runner.calls[0]
+    assert "aws-ofi-nccl" not in result.summary

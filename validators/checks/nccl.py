@@ -150,6 +150,33 @@ def launcher_argv(cfg: NodeConfig, peers: Sequence[Peer]) -> List[str]:
     return [arg.format(**fill) for arg in cfg.nccl_launcher]
 
 
+# On EFA nodes the multi-node run logs NCCL's init and net lines, so its own output shows whether NCCL
+# used aws-ofi-nccl over the efa provider (parsers/nccl_net.py). `env` after the launcher sets them on
+# every rank whatever the launcher exports (srun --export, mpirun -x).
+NET_DEBUG_ENV = ("env", "NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET")
+
+
+def judge_net_plugin(out: Outcome, label: str, rc: int, stdout: str, stderr: str) -> None:
+    """Fail unless the run's NCCL INFO log shows aws-ofi-nccl in use over the efa provider."""
+    from validators.parsers import PARSERS
+
+    net = PARSERS["nccl-net"](stdout + "\n" + stderr)
+    used = ", ".join(f"{name} ({n} lines)" for name, n in sorted(net["networks"].items())) or "none"
+    providers = ", ".join(sorted(net["providers"])) or "none"
+    out.evidence(
+        f"{label}: network {used}; aws-ofi-nccl {net['ofi_version'] or '?'}; provider {providers}"
+        + (f"; {net['nics']} nics" if net["nics"] else "")
+    )
+    if net["ok"]:
+        return
+    if rc != 0 and not net["networks"]:
+        # The run died before NCCL chose a network: its own failure is the reason; say what is known.
+        out.evidence(f"{label}: net plugin not judged (the run failed): {'; '.join(net['reasons'])}")
+        return
+    for reason in net["reasons"]:
+        out.fail(f"{label}: {reason}")
+
+
 class NcclMultiNode(Check):
     id = "nccl-multi-node"
     group = "nccl"
@@ -157,7 +184,9 @@ class NcclMultiNode(Check):
     needs = ("gpu", "nccl-tests", "peers")
     measures = (
         "nccl-tests across this node and its peers through NODE.json nccl.launcher (srun/mpirun, one rank per GPU): "
-        "busbw vs nccl.<collective>.<N>node.busbw_gbps; with nccl.pairwise, one 2-node run per peer names the slow node"
+        "busbw vs nccl.<collective>.<N>node.busbw_gbps; with nccl.pairwise, one 2-node run per peer names the slow node; "
+        "on EFA nodes (efa.interfaces > 0) the run logs NCCL_DEBUG=INFO (INIT,NET) and fails unless NCCL used "
+        "aws-ofi-nccl ('Using network Libfabric'/'AWS Libfabric') over the efa provider"
     )
 
     def applies(self, config) -> Optional[str]:
@@ -184,11 +213,18 @@ class NcclMultiNode(Check):
                 if cfg.nccl_pairwise
                 else f"all_reduce.{nodes}node"
             )
-            argv = [*launcher_argv(cfg, group), *bench_args(cfg, "all_reduce", nodes, 1)]
+            efa = cfg.efa_interfaces > 0
+            argv = [
+                *launcher_argv(cfg, group),
+                *(NET_DEBUG_ENV if efa else ()),
+                *bench_args(cfg, "all_reduce", nodes, 1),
+            ]
             out.command(argv)
             rc, stdout, stderr = ctx.run(argv, timeout)
             before = len(out.failures)
             judge_nccl(out, cfg, "all_reduce", nodes, label, rc, stdout, stderr, argv)
+            if efa:
+                judge_net_plugin(out, label, rc, stdout, stderr)
             if cfg.nccl_pairwise and len(out.failures) > before:
                 slow.append(group[0].name)
         if cfg.nccl_pairwise and slow:
@@ -196,4 +232,5 @@ class NcclMultiNode(Check):
                 out.fail(f"every pair with {cfg.node} is slow or failing: suspect {cfg.node} itself")
             else:
                 out.fail(f"slow or failing pairs with: {', '.join(slow)} (suspect those nodes)")
-        return out.finish(f"all_reduce across {1 + len(cfg.peers)} nodes at or above threshold")
+        over = " over aws-ofi-nccl/efa" if cfg.efa_interfaces > 0 else ""
+        return out.finish(f"all_reduce across {1 + len(cfg.peers)} nodes at or above threshold{over}")
