@@ -20,7 +20,6 @@ whatever the hypotheses said.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -155,27 +154,6 @@ class _Needs:
         self.base_total = sum(self.base.values())
         self.by_rem = sorted(self.base, key=lambda n: -self.base[n])
 
-    def after(self, tests: Sequence[tuple[Pair, Collection[str]]]) -> tuple[int, int]:
-        """(rounds at least, test slots at least) still needed once `tests` have run."""
-        touched: dict[str, list[tuple[Pair, Collection[str]]]] = {}
-        for key, subjects_ in tests:
-            for node in key:
-                touched.setdefault(node, []).append((key, subjects_))
-        total = self.base_total
-        top = 0
-        for node, extra in touched.items():
-            if node in self.base:
-                new = self.rem(node, extra)
-                total += new - self.base[node]
-                top = max(top, new)
-        for node in self.by_rem:
-            if node not in touched:
-                top = max(top, self.base[node])
-                break
-        if not total:
-            return 0, 0
-        return max(top, math.ceil(total / max(1, self.capacity))), total
-
 
 def search_round(
     ev: Evidence,
@@ -205,26 +183,69 @@ def search_round(
             needs.add(t.key, t.subjects)
         needs.prepare()
         bases.append(needs)
-    good = ev.good
     matchings = _matchings(needy, partners, allowed, label)
     if matchings is None:
         return None
-    total_weight = sum(h.weight for h in hyps)
-    best: tuple[float, float, int, int] | None = None
-    chosen: list[tuple[str, str]] = []
+    weights = [h.weight / sum(x.weight for x in hyps) for h in hyps]
+    good = set(ev.good)
+    tables = [_Table(needs, _pairs_of(matchings), good) for needs in bases]
+    scored = []
     for index, pairs in enumerate(matchings):
-        # confirm: only nodes[0] is under test when its partner is known good
-        tests = [(frozenset((a, b)), {a} if b in good else {a, b}) for a, b in pairs]
         rounds = slots = 0.0
-        for h, needs in zip(hyps, bases, strict=True):
-            r, s = needs.after(tests)
-            rounds += h.weight * r
-            slots += h.weight * s
+        touched = {n for pair in pairs for n in pair}
+        for w, table in zip(weights, tables, strict=True):
+            r, s = table.after(pairs, touched)
+            rounds += w * r
+            slots += w * s
         crossing = sum(1 for a, b in pairs if label.get(a, "") != label.get(b, ""))
-        score = (round(rounds / total_weight, 9), round(slots / total_weight, 9), crossing, index)
-        if best is None or score < best:
-            best, chosen = score, pairs
-    return chosen
+        scored.append(((round(rounds, 9), round(slots, 9), crossing, index), pairs))
+    return min(scored, key=lambda item: item[0])[1]
+
+
+def _pairs_of(matchings: Sequence[Sequence[tuple[str, str]]]) -> set[tuple[str, str]]:
+    return {pair for pairs in matchings for pair in pairs}
+
+
+def _subjects(a: str, b: str, good: Collection[str]) -> frozenset[str]:
+    """Who a pair tests, as scored: only `a` when its partner is already good (a confirmation)."""
+    return frozenset((a,)) if b in good else frozenset((a, b))
+
+
+class _Table:
+    """One hypothesis' needs after one more pair at each node: a round's score is a sum of lookups
+    (each node is in one pair a round, so its need after the round depends on that pair only)."""
+
+    def __init__(self, needs: _Needs, pairs: Collection[tuple[str, str]], good: Collection[str]) -> None:
+        base = needs.base
+        self.total = needs.base_total
+        self.capacity = max(1, needs.capacity)
+        self.by_rem = [(n, base[n]) for n in needs.by_rem if base[n]]
+        # pair -> (change in slots left, the larger need left at its two nodes)
+        self.delta: dict[tuple[str, str], tuple[int, int]] = {}
+        for a, b in pairs:
+            test = [(frozenset((a, b)), _subjects(a, b, good))]
+            ra = needs.rem(a, test) if a in base else 0
+            rb = needs.rem(b, test) if b in base else 0
+            self.delta[(a, b)] = (ra - base.get(a, 0) + rb - base.get(b, 0), max(ra, rb))
+
+    def after(self, pairs: Sequence[tuple[str, str]], touched: Collection[str]) -> tuple[int, int]:
+        """(rounds at least, test slots at least) still needed once `pairs` (over the nodes
+        `touched`) have run: the larger of the largest need at one node and the slots over the
+        healthy nodes."""
+        total = self.total
+        top = 0
+        for pair in pairs:
+            change, most = self.delta[pair]
+            total += change
+            if most > top:
+                top = most
+        for node, need in self.by_rem:
+            if node not in touched:
+                top = max(top, need)
+                break
+        if not total:
+            return 0, 0
+        return max(top, -(-total // self.capacity)), total
 
 
 def _matchings(
