@@ -17,6 +17,7 @@ import base64
 import hashlib
 import http.server
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -30,7 +31,14 @@ import pytest
 from clusterforge.providers.local.image import machine_mirrors
 from tests.fixtures.nodes import LocalStack
 from tests.fixtures.nvidia_repo import podman_gateway
-from tests.roles.cluster_play import CLUSTER_PLAYBOOK, PlayOutcome, cluster_vars, run_play, write_inventory
+from tests.roles.cluster_play import (
+    CLUSTER_PLAYBOOK,
+    REPO,
+    PlayOutcome,
+    cluster_vars,
+    run_play,
+    write_inventory,
+)
 from tests.roles.test_cluster_roles import PYXIS, _pyxis_tarball
 
 pytestmark = [pytest.mark.integration, pytest.mark.long, pytest.mark.timeout(3600)]
@@ -133,6 +141,12 @@ def source_cluster(
     stack = container_stack(2, head=True)
     work = tmp_path_factory.mktemp("slurm-source")
     variables = cluster_vars(stack.nodes, work / "secrets" / "munge.key", "none")
+    # A snapshot of the suite (as test_cluster_roles does): both converges must ship the same sources
+    # even while validators/ is edited; run 2 of this test re-shipped it on an edit made mid-run.
+    source = shutil.copytree(
+        REPO / "validators", work / "validators", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    variables.update(validators_runtime_source=str(source), validators_runtime_build_dir=str(work / "build"))
     head = next(n.name for n in stack.nodes if n.role == "head")
     pyxis = f"/shared/pyxis-{PYXIS}.tar.gz"
     stack.exec(head, "sh", "-c", f"echo {base64.b64encode(_pyxis_tarball()).decode()} | base64 -d > {pyxis}")
