@@ -128,8 +128,9 @@ def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> Non
     slurm = inv.group_vars["slurm"]
     assert slurm["slurm_install_method"] == "source"
     assert slurm["slurm_source_cache_dir"] == "/x/slurm-builds"  # beside the munge key, in the stack state
-    assert slurm["slurm_source_sha256"] == ""  # prod.yaml says it must be filled; the role refuses until then
-    assert "slurm_source_url" not in slurm  # the role's default: SchedMD's download of slurm_version
+    # prod.yaml names the GitHub archive of SchedMD's tag and its sha256 (the spec's, rendered as given)
+    assert slurm["slurm_source_sha256"] == "297e85853314a0a4d227ca66bb44179c099f0de5d86e83ffe21cb464b9ad3709"
+    assert slurm["slurm_source_url"].endswith("/slurm-24-05-7-1.tar.gz")
     # No dcgm_exporter in the spec: switched off (the role says it skipped), never left unpinned.
     local, _ = load_spec(STACKS / "local.yaml")
     assert render_inventory(local, local_nodes(1), Path("/x/k")).group_vars["monitoring"] == {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from clusterforge.inventory import render_inventory
@@ -13,11 +14,15 @@ STACKS = Path(__file__).resolve().parents[2] / "stacks"
 SHA = "8c8f6a26a5d51e6c63773f2e02653eb724540ee8b360125c8d7732314ce737d6"
 
 
+# dev.yaml's block: "  slurm_install:" and its more-indented lines.
+_BLOCK = re.compile(r"^  slurm_install:.*\n(?:    .*\n)*", re.MULTILINE)
+
+
 def _dev_with(tmp_path: Path, install: str) -> Path:
     text = (STACKS / "dev.yaml").read_text()
-    assert text.count("  slurm_install: {method: source}\n") == 1
+    assert len(_BLOCK.findall(text)) == 1
     path = tmp_path / "dev-variant.yaml"
-    path.write_text(text.replace("  slurm_install: {method: source}\n", f"  slurm_install: {install}\n"))
+    path.write_text(_BLOCK.sub(f"  slurm_install: {install}\n", text))
     return path
 
 
