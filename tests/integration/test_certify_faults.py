@@ -185,8 +185,9 @@ def _limit_to(stack: Stack, node: str, peer_address: str) -> None:
 
 
 def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack: Stack) -> None:
-    hosts = local_stack.node("node-001", "getent", "hosts", "node-001", "node-002").split()
-    ip = {hosts[i + 1]: hosts[i] for i in range(0, len(hosts), 2)}
+    # One line per name: "ADDRESS NAME [ALIASES...]" (node-001's own line carries its container name)
+    lines = local_stack.node("node-001", "getent", "hosts", "node-001", "node-002").splitlines()
+    ip = {line.split()[1]: line.split()[0] for line in lines if line.strip()}
     _limit_to(local_stack, "node-001", ip["node-002"])
     _limit_to(local_stack, "node-002", ip["node-001"])
     try:
