@@ -134,12 +134,14 @@ def _write_throttle_file(stack: Stack, node: str) -> tuple[Path, str]:
     if (block / "partition").exists():  # throttling takes a disk, not a partition
         block = block.resolve().parent
     disk = (block / "dev").read_text().strip()
-    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "blkio" in controllers.split(","):
-            return Path("/sys/fs/cgroup/blkio", path.lstrip("/"), "blkio.throttle.write_bps_device"), disk
-    path = next(line.split(":", 2)[2] for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines())
-    return Path("/sys/fs/cgroup", path.lstrip("/"), "io.max"), disk
+    # /proc/PID/cgroup: "ID:controllers:path" per hierarchy; cgroup v2's own line is "0::path".
+    cgroups = {c: path for _, cs, path in (line.split(":", 2) for line in
+               Path(f"/proc/{pid}/cgroup").read_text().splitlines()) for c in cs.split(",")}  # fmt: skip
+    if "blkio" in cgroups:
+        return Path(
+            "/sys/fs/cgroup/blkio", cgroups["blkio"].lstrip("/"), "blkio.throttle.write_bps_device"
+        ), disk
+    return Path("/sys/fs/cgroup", cgroups[""].lstrip("/"), "io.max"), disk
 
 
 def _throttle_writes(stack: Stack, node: str, rate: int | None) -> None:
