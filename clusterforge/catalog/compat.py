@@ -112,12 +112,17 @@ class FabricManagerRule(_Sourced):
     companions: list[str] = Field(
         description="Packages installed at the driver's exact version beside nvidia-fabricmanager"
     )
+    nvsdm_from: int = Field(description="First branch that ships libnvsdm beside Fabric Manager (amd64 only)")
     nvlink5: Nvlink5Rule
 
-    def package_names(self, branch: int) -> list[str]:
-        """nvidia-fabricmanager and its companions as the repository names them for ``branch``."""
+    def package_names(self, branch: int, nvsdm: bool = True) -> list[str]:
+        """nvidia-fabricmanager and its companions as the repository names them for ``branch``;
+        ``nvsdm`` False leaves libnvsdm out (arm64 hosts, where NVIDIA publishes none)."""
         suffix = "" if branch >= self.unbranched_from else f"-{branch}"
-        return [f"{name}{suffix}" for name in ["nvidia-fabricmanager", *self.companions]]
+        names = ["nvidia-fabricmanager", *self.companions]
+        if nvsdm and branch >= self.nvsdm_from:
+            names.append("libnvsdm")
+        return [f"{name}{suffix}" for name in names]
 
     def is_nvlink5(self, architecture: str | None) -> bool:
         return architecture is not None and architecture in self.nvlink5.architectures

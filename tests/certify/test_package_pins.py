@@ -60,6 +60,7 @@ def test_pins_follow_the_inventory_variables() -> None:
     assert pins["slurmd"].version == slurm["slurm_version"] + "-*"
     assert pins["libnccl2"].version.startswith(sw["nccl_version"] + "-1+cuda")
     assert pins[f"nvidia-fabricmanager-{branch}"].version == sw["fabric_manager_version"] + "-1"
+    assert pins[f"libnvsdm-{branch}"].version == sw["fabric_manager_version"] + "-1"  # NVSwitch monitoring
     assert pins["datacenter-gpu-manager-4-core"].version == f"1:{sw['dcgm_version']}-1"
     assert pins["nvidia-container-toolkit"].version == sw["container_runtime_toolkit_version"] + "-1"
     assert pins["datacenter-gpu-manager-exporter"].version == spec.software.dcgm_exporter + "-*"

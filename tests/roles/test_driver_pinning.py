@@ -90,8 +90,8 @@ def test_pinning_package_installed_held_and_replaced_on_upgrade(node: Node) -> N
     assert node.installed(f"nvidia-driver-pinning-{FIRST}") == f"{FIRST}-1"
     holds = node.holds()
     assert {f"nvidia-driver-pinning-{FIRST}", "nvidia-driver-cuda", "nvidia-smi"} <= holds
-    # Fabric Manager from 580: no branch in the names, NSCQ at the driver's version, both held.
-    for package in ("nvidia-fabricmanager", "libnvidia-nscq"):
+    # Fabric Manager from 580: no branch in the names, NSCQ and NVSDM at the driver's version, held.
+    for package in ("nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"):
         assert node.installed(package) == f"{FIRST}-1"
         assert package in holds
     # NVLink5: nvlsm at the repository's (dated) version, held; infiniband-diags; ib_umad at boot.

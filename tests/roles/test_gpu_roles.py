@@ -151,6 +151,8 @@ def test_first_run_installs_and_second_changes_nothing(converged: Converged) -> 
         "datacenter-gpu-manager-4-core",
         "datacenter-gpu-manager-4-cuda12",
         "nvidia-fabricmanager-570",
+        "libnvidia-nscq-570",
+        "libnvsdm-570",
         "nvidia-container-toolkit",
         "libnvidia-container1",
     ],

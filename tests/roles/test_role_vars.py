@@ -247,7 +247,8 @@ def test_container_nodes_install_no_kernel_module_package() -> None:
 
 FM_INSTALL_SH = (
     "https://github.com/NVIDIA/gpu-driver-container/blob/main/ubuntu22.04/install.sh (branch >= 580: "
-    "nvidia-fabricmanager, libnvidia-nscq, else -${DRIVER_BRANCH}; '=${DRIVER_VERSION}*')"
+    "nvidia-fabricmanager, libnvidia-nscq, else -${DRIVER_BRANCH}; '=${DRIVER_VERSION}*'; nvsdm_install: "
+    "libnvsdm from 580, libnvsdm-${DRIVER_BRANCH} from 570, none below, amd64 only)"
 )
 FM_DEBIAN = "NVIDIA debian12 listing: nvidia-fabricmanager-575_575.57.08-1, nvidia-fabricmanager_580.65.06-1"
 FM_UBUNTU_570 = (
@@ -255,29 +256,30 @@ FM_UBUNTU_570 = (
 )
 # (os image, version) -> pinned packages, pin, source.
 FABRIC_MANAGER_TABLE = [
+    (("ubuntu-22.04", "550.163.01"), ["nvidia-fabricmanager-550", "libnvidia-nscq-550"], "550.163.01-1", FM_INSTALL_SH),
     (
         ("debian-12", "570.133.20"),
-        ["nvidia-fabricmanager-570", "libnvidia-nscq-570"],
+        ["nvidia-fabricmanager-570", "libnvidia-nscq-570", "libnvsdm-570"],
         "570.133.20-1",
         FM_DEBIAN,
     ),
     (
         ("debian-12", "575.57.08"),
-        ["nvidia-fabricmanager-575", "libnvidia-nscq-575"],
+        ["nvidia-fabricmanager-575", "libnvidia-nscq-575", "libnvsdm-575"],
         "575.57.08-1",
         FM_DEBIAN,
     ),
-    (("debian-12", "580.65.06"), ["nvidia-fabricmanager", "libnvidia-nscq"], "580.65.06-1", FM_DEBIAN),
+    (("debian-12", "580.65.06"), ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"], "580.65.06-1", FM_DEBIAN),
     (
         ("ubuntu-22.04", "570.133.20"),
-        ["nvidia-fabricmanager-570", "libnvidia-nscq-570"],
+        ["nvidia-fabricmanager-570", "libnvidia-nscq-570", "libnvsdm-570"],
         "570.133.20-1",
         FM_UBUNTU_570 + "; " + FM_INSTALL_SH,
     ),
-    (("ubuntu-24.04", "580.95.05"), ["nvidia-fabricmanager", "libnvidia-nscq"], "580.95.05-*", FM_INSTALL_SH),
+    (("ubuntu-24.04", "580.95.05"), ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"], "580.95.05-*", FM_INSTALL_SH),
     (
         ("ubuntu-24.04", "595.71.05"),
-        ["nvidia-fabricmanager", "libnvidia-nscq"],
+        ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"],
         "595.71.05-*",
         FM_INSTALL_SH + "; 595.71.05-1ubuntu1: https://github.com/NVIDIA/gpu-driver-container/pull/899",
     ),
@@ -302,6 +304,15 @@ def test_fabric_manager_package_names_per_branch(
     assert got == [packages, pin]
     # The compatibility matrix says the same (one rule, two readers).
     assert load_compat().fabric_manager.package_names(int(version.split(".")[0])) == packages
+
+
+@pytest.mark.parametrize("version", ["570.133.20", "590.48.01"])
+def test_arm64_hosts_leave_libnvsdm_out(version: str) -> None:
+    # NVIDIA publishes no libnvsdm for arm64 (gpu-driver-container install.sh): fabric_manager_nvsdm false.
+    given = {"fabric_manager_version": version, "fabric_manager_nvsdm": False}
+    got = render("fabric_manager", "ubuntu-24.04", "{{ _fabric_manager_pinned }}", **given)
+    assert not [p for p in got if p.startswith("libnvsdm")], got
+    assert got == load_compat().fabric_manager.package_names(int(version.split(".")[0]), nvsdm=False)
 
 
 @pytest.mark.parametrize(("nvlink5", "extra"), [(True, ["nvlsm", "infiniband-diags"]), (False, [])])
