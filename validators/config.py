@@ -31,13 +31,13 @@ _TOP_KEYS = {
     "durations": "object: name -> seconds or count",
     "sizes": "object: name -> bytes / dimension / count",
     "thresholds": "object: key -> number",
-    "nccl": "object: tests_dir, collectives, launcher, pairwise",
+    "nccl": "object: tests_dir, collectives, multi_node_collectives, launcher, pairwise",
     "limits": "object: memlock_kib",
     "gpu_burn": "object: path",
     "skip_checks": "list of check ids",
 }
 _GPU_KEYS = ("count", "model", "nvlink_links_per_gpu", "nvswitch")
-_NCCL_KEYS = ("tests_dir", "collectives", "launcher", "pairwise", "port")
+_NCCL_KEYS = ("tests_dir", "collectives", "multi_node_collectives", "launcher", "pairwise", "port")
 _IB_PORT = re.compile(r"^[A-Za-z0-9_.-]+(?::\d+)?$")
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
 
@@ -89,6 +89,8 @@ class NodeConfig:
     thresholds: Dict[str, float] = field(default_factory=dict)
     nccl_tests_dir: str = ""
     nccl_collectives: List[str] = field(default_factory=lambda: list(_COLLECTIVES[:4]))
+    # nccl-multi-node's collectives, run one after the other across the group (all_reduce when absent)
+    nccl_multi_node_collectives: List[str] = field(default_factory=lambda: ["all_reduce"])
     nccl_launcher: List[str] = field(default_factory=list)
     nccl_pairwise: bool = False
     gloo_port: int = 29511
@@ -184,6 +186,14 @@ def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConf
         if c not in _COLLECTIVES:
             raise ConfigError(f"{source}: nccl.collectives: {c!r} is not one of {', '.join(_COLLECTIVES)}")
     cfg.nccl_collectives = list(collectives)
+    multi = nccl.get("multi_node_collectives", cfg.nccl_multi_node_collectives)
+    if not (isinstance(multi, list) and multi and all(c in _COLLECTIVES for c in multi)):
+        raise ConfigError(
+            f"{source}: nccl.multi_node_collectives: {multi!r}: a non-empty list of {', '.join(_COLLECTIVES)}"
+        )
+    if len(set(multi)) != len(multi):
+        raise ConfigError(f"{source}: nccl.multi_node_collectives: {multi!r} names a collective twice")
+    cfg.nccl_multi_node_collectives = list(multi)
     launcher = nccl.get("launcher", [])
     if not (isinstance(launcher, list) and all(isinstance(a, str) for a in launcher)):
         raise ConfigError(

@@ -60,6 +60,15 @@ def test_profile_defaults_and_overrides() -> None:
         ({"software": {"nccl": ""}}, "software.nccl: got ''; must be a version string"),
         ({"peers": [{"name": "gpu-001", "address": "10.0.0.1"}]}, "peers[0].name: 'gpu-001' is this node"),
         ({"nccl": {"collectives": ["allreduce"]}}, "nccl.collectives: 'allreduce' is not one of"),
+        (
+            {"nccl": {"multi_node_collectives": ["all_to_all"]}},
+            "nccl.multi_node_collectives: ['all_to_all']: a non-empty list of all_reduce, all_gather",
+        ),
+        ({"nccl": {"multi_node_collectives": []}}, "nccl.multi_node_collectives: []: a non-empty list of"),
+        (
+            {"nccl": {"multi_node_collectives": ["alltoall", "alltoall"]}},
+            "nccl.multi_node_collectives: ['alltoall', 'alltoall'] names a collective twice",
+        ),
         ({"limits": {"memlock_kib": "lots"}}, "limits.memlock_kib: got 'lots'"),
     ],
 )
@@ -94,3 +103,10 @@ def test_unreadable_and_invalid_json(tmp_path: Path) -> None:
     bad.write_text(json.dumps([1]))
     with pytest.raises(ConfigError, match="top level must be a JSON object"):
         load_config(str(bad), "quick")
+
+
+def test_multi_node_collectives_default_to_all_reduce() -> None:
+    assert parse_config(gpu_config(), "full").nccl_multi_node_collectives == ["all_reduce"]
+    data = gpu_config()
+    data["nccl"]["multi_node_collectives"] = ["all_reduce", "alltoall"]
+    assert parse_config(data, "quick").nccl_multi_node_collectives == ["all_reduce", "alltoall"]

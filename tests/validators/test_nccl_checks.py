@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import FakeRunner, captured, gpu_config, make_context
 
-from validators.checks.nccl import NcclMultiNode, NcclSingleNode, bench_args, launcher_argv
+from validators.checks.nccl import NcclMultiNode, NcclSingleNode, bench_args, launcher_argv, plateau_rows
 from validators.suite import run_check
 
 NVSMI = ("nvidia-smi", "-q", "-x")
@@ -195,3 +195,83 @@ def test_without_efa_the_net_plugin_is_not_applicable() -> None:
     assert result.status == "pass", result.summary
     assert "env" not in runner.calls[0] and "NCCL_DEBUG=INFO" not in runner.calls[0]
     assert "aws-ofi-nccl" not in result.summary
+
+
+# -- several collectives across the group, each judged at its plateau (issue 11) -------------------
+
+ALL_GATHER_2NODE = captured("nccl-tests", "gke_a3_allgather_c0_na_indented.txt")  # 2 x A3 High
+ALLTOALL_OLD = captured("nccl-tests", "old_alltoall_blank_redop_v100_ib.txt")  # 8 nodes x 8 V100
+
+
+class ByBenchmark:
+    """Answers each nccl-tests run by its benchmark (<collective>_perf), whatever the launcher."""
+
+    def __init__(self, answers: dict) -> None:
+        self.answers, self.calls = answers, []
+
+    def __call__(self, argv, timeout):
+        self.calls.append(list(argv))
+        for arg in argv:
+            name = arg.rsplit("/", 1)[-1]
+            if name.endswith("_perf"):
+                return self.answers[name.removesuffix("_perf")]
+        return 127, "", f"{argv[0]}: command not found"
+
+
+def three_collectives(thresholds: dict) -> tuple:
+    cfg = gpu_config(peers=PEER, thresholds={**gpu_config()["thresholds"], **thresholds})
+    cfg["efa"] = {"interfaces": 0}
+    cfg["nccl"] = dict(cfg["nccl"], multi_node_collectives=["all_reduce", "all_gather", "alltoall"])
+    runner = ByBenchmark(
+        {
+            "all_reduce": (0, NCCL_OK, ""),
+            "all_gather": (0, ALL_GATHER_2NODE, ""),
+            "alltoall": (0, ALLTOALL_OLD, ""),
+        }
+    )
+    return run_check(NcclMultiNode(), make_context(cfg, runner, "standard")), runner
+
+
+def test_plateau_of_captured_all_gather_and_alltoall_sweeps() -> None:
+    from validators.parsers import PARSERS
+
+    rows = PARSERS["nccl-tests"](ALL_GATHER_2NODE)["rows"]
+    # 70.90 at 512 MiB, 69.44 at 256 MiB (within 5 %); 64.83 at 128 MiB is still climbing
+    assert [r["size"] for r in plateau_rows(rows)] == [536870912, 268435456]
+    rows = PARSERS["nccl-tests"](ALLTOALL_OLD)["rows"]
+    assert [r["size"] for r in plateau_rows(rows)] == [536870912, 268435456]  # 0.51 and 0.51
+
+
+def test_a_sweep_that_falls_off_at_its_top_is_judged_by_the_fall() -> None:
+    rows = [
+        {"size": s, "out_of_place": {"busbw": b}} for s, b in [(1, 60.0), (2, 70.0), (4, 71.0), (8, 40.0)]
+    ]
+    assert [r["size"] for r in plateau_rows(rows)] == [8]  # never an earlier peak
+
+
+def test_multi_node_runs_each_listed_collective_with_its_own_figure_and_threshold() -> None:
+    result, runner = three_collectives({"nccl.alltoall.2node.busbw_gbps": 1.0})
+    assert [next(a for a in argv if a.endswith("_perf")).rsplit("/", 1)[-1] for argv in runner.calls] == [
+        "all_reduce_perf", "all_gather_perf", "alltoall_perf",
+    ]  # fmt: skip
+    m = result.metrics
+    assert m["all_reduce.2node.busbw"]["value"] == 313.29  # the p5 example names 1 GiB: worst row at or above
+    assert m["all_gather.2node.busbw"]["value"] == pytest.approx((70.90 + 69.44) / 2)  # plateau median
+    assert m["all_gather.2node.message_bytes"]["value"] == 536870912
+    assert m["alltoall.2node.busbw"]["value"] == pytest.approx(0.51)
+    assert result.status == "fail"
+    assert "alltoall.2node: busbw 0.51 GB/s below 1 GB/s (nccl.alltoall.2node.busbw_gbps)" in result.summary
+    assert "nccl.all_gather.2node.busbw_gbps" not in result.threshold  # no floor: reported, not judged
+    assert set(result.to_json()["series"]) == {
+        "all_reduce.2node.busbw",
+        "all_gather.2node.busbw",
+        "alltoall.2node.busbw",
+    }
+
+
+def test_multi_node_collectives_pass_each_at_its_own_floor() -> None:
+    result, _ = three_collectives(
+        {"nccl.alltoall.2node.busbw_gbps": 0.5, "nccl.all_gather.2node.busbw_gbps": 60}
+    )
+    assert result.status == "pass", result.summary
+    assert result.summary.startswith("all_reduce, all_gather, alltoall across 2 nodes")
