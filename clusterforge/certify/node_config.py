@@ -45,6 +45,17 @@ CONTAINER_CHECKPOINT_MIB = 256
 GPU_CHECKPOINT_FRACTION = 16
 
 
+# nccl-multi-node's collectives per validators suite when the profile names none. quick keeps to
+# all_reduce (each collective is one more run per group job); standard and full add all_gather and
+# alltoall, which load the fabric unlike a ring all_reduce (alltoall: every rank to every rank, as
+# expert parallelism does) and so find NICs and links an all_reduce alone passes.
+MULTI_NODE_COLLECTIVES = {
+    "quick": ("all_reduce",),
+    "standard": ("all_reduce", "all_gather", "alltoall"),
+    "full": ("all_reduce", "all_gather", "alltoall"),
+}
+
+
 class NodeConfigError(Exception):
     pass
 
@@ -116,6 +127,13 @@ def _pins(spec: ClusterSpec, node: Node, it: InstanceType, hw: HardwareCatalog) 
         return [p.as_node_json() for p in package_pins(spec, node, it, hw)]
     except PinError as exc:
         raise NodeConfigError(f"{node.name}: {exc}") from None
+
+
+def multi_node_collectives(profile: CertificationProfile) -> list[str]:
+    """NODE.json nccl.multi_node_collectives: the profile's list, else its suite's default."""
+    if profile.multi_node_collectives is not None:
+        return list(profile.multi_node_collectives)
+    return list(MULTI_NODE_COLLECTIVES[profile.suite])
 
 
 def checkpoint_bytes(it: InstanceType, profile: CertificationProfile) -> int:
@@ -194,8 +212,13 @@ def render_node_config(
     shared = spec.storage.shared_path
     if shared:
         config["shared_storage"] = {"path": shared, "require_mount": True}
+    nccl: dict[str, Any] = {}
+    if it.gpu:
+        nccl["multi_node_collectives"] = multi_node_collectives(prof)
     if launcher:
-        config["nccl"] = {"launcher": list(launcher), "port": GLOO_PORT}
+        nccl.update({"launcher": list(launcher), "port": GLOO_PORT})
+    if nccl:
+        config["nccl"] = nccl
     return config
 
 

@@ -307,6 +307,12 @@ class Durations(_Strict):
     checkpoint_steps: int = Field(8, ge=2, le=10000)
 
 
+# nccl-tests benchmarks the validators can run (validators/config.py _COLLECTIVES).
+NcclCollective = Literal[
+    "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv"
+]
+
+
 class CertificationProfile(_Strict):
     suite: Literal["quick", "standard", "full"] = Field(description="validators profile to run")
     skip_checks: list[str] = Field(default_factory=list, description="validator check ids not to run")
@@ -328,12 +334,27 @@ class CertificationProfile(_Strict):
         description="Size of the checkpoint-restart checkpoint per rank in MiB; default: 256 on container "
         "nodes, 1/16 of one GPU's memory on GPU types (large enough that its rates measure the storage)",
     )
+    multi_node_collectives: list[NcclCollective] | None = Field(
+        None,
+        min_length=1,
+        description="nccl-tests collectives the GPU network check runs across each group of nodes, each judged "
+        "against its own reference (NODE.json nccl.multi_node_collectives); default: all_reduce on the quick "
+        "suite, all_reduce, all_gather and alltoall on standard and full. The first is the one the stored "
+        "network baseline holds",
+    )
     gloo_sweep_mib: list[Annotated[int, Field(ge=1, le=4096)]] | None = Field(
         None,
         description="Message sizes in MiB that gloo-allreduce (container nodes) measures besides the judged one, "
         "for the report's bandwidth-against-message-size plot (never judged); default: the validators "
         "profile's (quick 1, 4, 16, 64; standard and full up to 256); [] measures the judged size alone",
     )
+
+    @field_validator("multi_node_collectives")
+    @classmethod
+    def _once_each(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError(f"multi_node_collectives: {value} names a collective twice; list each once")
+        return value
 
 
 class Certification(_Strict):

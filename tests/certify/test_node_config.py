@@ -129,3 +129,50 @@ def test_the_gloo_sweep_follows_the_profile_else_the_suite_default(tmp_path: Pat
     with pytest.raises(SpecError) as exc:
         load_spec(tmp_path / "bad.yaml")
     assert any("gloo_sweep_mib" in f.path for f in exc.value.findings), str(exc.value)
+
+
+def test_gpu_nodes_get_the_multi_node_collectives_of_their_profile(tmp_path: Path) -> None:
+    spec, _ = load_spec(STACKS / "prod.yaml")  # suite standard
+    n = node("gpu-001", "gpu", "p5.48xlarge", "10.0.0.5")
+    config = render_node_config(spec, n)
+    assert config["nccl"] == {"multi_node_collectives": ["all_reduce", "all_gather", "alltoall"]}
+    assert parse_config(config, "standard").nccl_multi_node_collectives == [
+        "all_reduce",
+        "all_gather",
+        "alltoall",
+    ]
+    quick = spec.certification.profiles["production"].model_copy(update={"suite": "quick"})
+    spec_quick = spec.model_copy(
+        update={"certification": spec.certification.model_copy(update={"profiles": {"production": quick}})}
+    )
+    assert render_node_config(spec_quick, n)["nccl"]["multi_node_collectives"] == ["all_reduce"]
+    launched = render_node_config(spec, n, launcher=["srun"])["nccl"]
+    assert launched["launcher"] == ["srun"] and launched["multi_node_collectives"][0] == "all_reduce"
+    # the profile's own list wins; CPU nodes carry none (gloo measures their network)
+    text = (
+        (STACKS / "prod.yaml")
+        .read_text()
+        .replace(
+            "      suite: standard\n",
+            "      suite: standard\n      multi_node_collectives: [alltoall, all_reduce]\n",
+        )
+    )
+    (tmp_path / "prod.yaml").write_text(text)
+    spec2, _ = load_spec(tmp_path / "prod.yaml")
+    assert render_node_config(spec2, n)["nccl"]["multi_node_collectives"] == ["alltoall", "all_reduce"]
+    local, _ = load_spec(STACKS / "local.yaml")
+    assert "nccl" not in render_node_config(local, node("node-001", "node", "local", "10.0.0.1"))
+
+
+def test_a_profile_naming_a_collective_twice_is_refused(tmp_path: Path) -> None:
+    text = (
+        (STACKS / "prod.yaml")
+        .read_text()
+        .replace(
+            "      suite: standard\n",
+            "      suite: standard\n      multi_node_collectives: [alltoall, alltoall]\n",
+        )
+    )
+    (tmp_path / "prod.yaml").write_text(text)
+    with pytest.raises(SpecError, match="names a collective twice"):
+        load_spec(tmp_path / "prod.yaml")
