@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterforge.certify.group_collectives import CollectiveReferences, Worst
 from clusterforge.certify.isolate import IsolationResult, Planner, TestGroup
 from clusterforge.journal import write_atomic
 
@@ -63,6 +64,9 @@ class GroupJobs:
     # gloo: one validators process per node (srun), each a rank. nccl-tests: one validators
     # process on the job's first node, which launches the ranks itself (NODE.json nccl.launcher).
     one_launcher: bool = False
+    # nccl-multi-node's collectives (NODE.json nccl.multi_node_collectives), the first the primary:
+    # with more than one, each is judged against its own reference (group_collectives.py).
+    collectives: tuple[str, ...] = ()
 
     @property
     def folder(self) -> str:
@@ -111,6 +115,10 @@ class GroupRecord:
     message_bytes: float | None = None
     curve: list[list[float]] = field(default_factory=list)  # [[bytes, busbw GB/s], ...] ascending
     size: int = 0  # nodes in the group (= len(nodes))
+    # Several collectives: rank 0's busbw of each, and the one furthest under its reference
+    # (``figure`` is then the worst ratio in the primary's unit, group_collectives.py).
+    figures: dict[str, float | None] = field(default_factory=dict)
+    worst: Worst | None = None
 
     def __post_init__(self) -> None:
         self.size = self.size or len(self.nodes)
@@ -120,6 +128,7 @@ class GroupRecord:
 class RunLog:
     records: list[GroupRecord] = field(default_factory=list)
     reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its group reports
+    collectives: CollectiveReferences | None = None  # set when several collectives are judged
 
 
 def rank0(group: TestGroup) -> str:
@@ -136,9 +145,12 @@ def _check_entry(report: Mapping[str, Any] | None, check: str) -> Mapping[str, A
     return None
 
 
-def _figure(entry: Mapping[str, Any]) -> tuple[str, float | None, float | None]:
+def _figure(
+    entry: Mapping[str, Any], collective: str | None = None
+) -> tuple[str, float | None, float | None]:
     """(metric name, busbw, message bytes) of a check entry: gloo's ``busbw``; the nccl checks name
-    each run ``<label>.busbw``, and the largest message's is taken."""
+    each run ``<label>.busbw`` (label ``<collective>.<N>node``), and the largest message's is taken,
+    among ``collective``'s runs when one is named."""
     metrics = entry.get("metrics")
     metrics = metrics if isinstance(metrics, Mapping) else {}
     busbw = _value(metrics.get("busbw"))
@@ -147,7 +159,7 @@ def _figure(entry: Mapping[str, Any]) -> tuple[str, float | None, float | None]:
     sized = [
         (_value(metrics.get(k.removesuffix(".busbw") + ".message_bytes")) or 0.0, _value(v), str(k))
         for k, v in metrics.items()
-        if str(k).endswith(".busbw")
+        if str(k).endswith(".busbw") and (collective is None or str(k).startswith(f"{collective}."))
     ]
     sized = [(b, v, k) for b, v, k in sized if v is not None]
     if not sized:
@@ -156,23 +168,36 @@ def _figure(entry: Mapping[str, Any]) -> tuple[str, float | None, float | None]:
     return name, value, nbytes or None
 
 
-def group_figure(report: Mapping[str, Any] | None, check: str) -> tuple[float | None, float | None]:
-    """(busbw, message bytes) of ``check`` in a report; (None, None) when it has no figure."""
+def group_figure(
+    report: Mapping[str, Any] | None, check: str, collective: str | None = None
+) -> tuple[float | None, float | None]:
+    """(busbw, message bytes) of ``check`` in a report (of ``collective``'s run when named);
+    (None, None) when it has no figure."""
     entry = _check_entry(report, check)
     if entry is None:
         return None, None
-    _, busbw, nbytes = _figure(entry)
+    _, busbw, nbytes = _figure(entry, collective)
     return busbw, nbytes
 
 
-def group_curve(report: Mapping[str, Any] | None, check: str) -> list[list[float]]:
+def collective_figures(
+    report: Mapping[str, Any] | None, check: str, collectives: Sequence[str]
+) -> dict[str, float | None]:
+    """{collective: busbw} of a nccl-multi-node report, None for a collective without a figure."""
+    entry = _check_entry(report, check)
+    return {c: _figure(entry, c)[1] if entry is not None else None for c in collectives}
+
+
+def group_curve(
+    report: Mapping[str, Any] | None, check: str, collective: str | None = None
+) -> list[list[float]]:
     """busbw against message size, ``[[bytes, busbw], ...]`` ascending, of ``check`` in a report:
     the check's ``series`` of the figure's metric (gloo ``busbw``, nccl ``<label>.busbw``: one
     point per size the run measured); without one, the figure at its message size; [] when none."""
     entry = _check_entry(report, check)
     if entry is None:
         return []
-    name, busbw, nbytes = _figure(entry)
+    name, busbw, nbytes = _figure(entry, collective)
     series = entry.get("series")
     body = series.get(name) if isinstance(series, Mapping) and name else None
     points = curve_points(body.get("points") if isinstance(body, Mapping) else None)
@@ -292,6 +317,8 @@ def run_round(
     _, text, _ = head(["sh", "-c", CAT_FILES, "sh", *paths])
     found = parse_cat(text)
     figures: dict[TestGroup, float | None] = {}
+    primary = jobs.collectives[0] if jobs.collectives else None
+    judged: list[tuple[TestGroup, GroupRecord]] = []
     for i, group in enumerate(groups):
         folder = jobs.group_folder(group, i)
         for node in group.nodes:
@@ -301,14 +328,37 @@ def run_round(
                     {**report, "group": list(group.nodes), "round": group.round}
                 )
         first = found.get(f"{folder}/{rank0(group)}/report.json")
-        figure, nbytes = group_figure(first, jobs.check)
+        figure, nbytes = group_figure(first, jobs.check, primary)
         state = states.get(i) or ("done" if figure is not None else "no report")
         figures[group] = figure if i not in states else None
-        curve = group_curve(first, jobs.check) if figures[group] is not None else []
-        log.records.append(
-            GroupRecord(group.round, group.purpose, list(group.nodes), figures[group], state, nbytes, curve)
+        curve = group_curve(first, jobs.check, primary) if figures[group] is not None else []
+        record = GroupRecord(
+            group.round, group.purpose, list(group.nodes), figures[group], state, nbytes, curve
         )
+        if log.collectives is not None and i not in states:
+            record.figures = collective_figures(first, jobs.check, log.collectives.collectives)
+            if group.purpose != "scale":  # scaling groups are recorded, not judged
+                judged.append((group, record))
+        log.records.append(record)
+    if log.collectives is not None and judged:
+        _judge_collectives(log, log.collectives, judged, figures)
     return figures
+
+
+def _judge_collectives(
+    log: RunLog,
+    refs: CollectiveReferences,
+    judged: Sequence[tuple[TestGroup, GroupRecord]],
+    figures: dict[TestGroup, float | None],
+) -> None:
+    """Every collective against its own reference; the planner gets the worst ratio (in the
+    primary's unit). References take in this round's figures first, so round 1 judges itself."""
+    refs.update((r.size, r.figures) for r in log.records if r.figures and r.purpose != "scale")
+    for group, record in judged:
+        figure, worst = refs.judge(record.size, record.figures)
+        record.worst = worst
+        record.figure = figures[group] = figure
+        record.state = "done" if figure is not None else "no report"
 
 
 def _no_result(groups: Sequence[TestGroup], log: RunLog, why: str) -> dict[TestGroup, float | None]:
@@ -323,10 +373,16 @@ def run_isolation(
     jobs: GroupJobs,
     config_for: ConfigFor,
     note: Callable[[str], None] = lambda _: None,
+    references: CollectiveReferences | None = None,
     **timing: Any,
 ) -> tuple[IsolationResult, RunLog]:
-    """Every round of ``planner`` until its verdicts are final."""
+    """Every round of ``planner`` until its verdicts are final. With several ``jobs.collectives``
+    each is judged against ``references`` (stored baselines; else this run's medians)."""
     log = RunLog()
+    if references is None and len(jobs.collectives) > 1:
+        rules = planner.rules
+        references = CollectiveReferences(jobs.collectives, {}, rules.fail_gap, rules.min_fleet_figures)
+    log.collectives = references if len(jobs.collectives) > 1 else None
     while (groups := planner.next_round()) is not None:
         note(f"network round {groups[0].round}: {len(groups)} group job(s)")
         for group, figure in run_round(head, jobs, groups, config_for, log, **timing).items():
@@ -376,6 +432,8 @@ def write_groups_file(reports_dir: Path, run_id: str, result: IsolationResult, l
         "nodes": {n: asdict(v) for n, v in result.node_verdicts.items()},
         "links": [asdict(v) for v in result.link_verdicts],
     }
+    if log.collectives is not None:  # {size: {collective: reference}}: what each group's worst was held to
+        data["collective_references"] = log.collectives.as_dict()
     path = reports_dir / GROUPS_FILE
     write_atomic(path, json.dumps(data, indent=2) + "\n")
     return path

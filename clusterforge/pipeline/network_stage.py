@@ -9,8 +9,9 @@
    fault (both nodes drained, the reason naming the link, unless the profile says to report
    links only). A node the planner could not resolve (too few figures and no baseline to judge
    against) is judged by its group tests' own floor checks, and the reason says so.
-4. 2-node figures of nodes that passed enter the stored baseline (metric ``network.2node.busbw``),
-   so the next run judges even two nodes against what the fabric did before.
+4. 2-node figures of nodes that passed enter the stored baseline (metric ``network.2node.busbw``;
+   on GPU types with several collectives also ``network.2node.<collective>.busbw``), so the next
+   run judges even two nodes against what the fabric did before.
 
 What lands on disk: ``reports/<node>/network-report.json`` per node (its verdict, partners and
 figures, stamped with the run id) and ``reports/network-groups.json`` (every group test).
@@ -26,15 +27,17 @@ from clusterforge.catalog import load_hardware
 from clusterforge.certify import liveness
 from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.certify.baseline import Baseline, BaselineError, BaselineStore, Sample
+from clusterforge.certify.group_collectives import CollectiveReferences, baseline_metric, collective_reason
 from clusterforge.certify.group_runner import GroupJobs, RunLog, run_isolation, run_scaling, write_groups_file
 from clusterforge.certify.isolate import IsolationResult, IsolationRules, Planner
+from clusterforge.certify.isolate_reasons import one_line
 from clusterforge.certify.node_config import profile_for, render_node_config
 from clusterforge.certify.reports import Verdict
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.providers.base import Node
 
-BASELINE_METRIC = "network.2node.busbw"
+BASELINE_METRIC = baseline_metric(None)  # "network.2node.busbw": gloo, or nccl all_reduce
 MAX_LENT = 2  # known-good partners lent to a small batch
 SMALL_BATCH = 3
 
@@ -119,16 +122,29 @@ class NetworkStep:
             )
             return NetworkOutcome({n.name: Verdict(n.name, True, note=why) for n in group}, None)
         store = BaselineStore(ctx.spec.stack)
+        collectives = self._collectives(group[0], check)
+        baselines = self._baselines(store, kind, collectives or (None,))
+        primary = baselines.get(collectives[0] if collectives else None)
         rules = IsolationRules(
             fail_gap=min(0.9, max(0.05, load_hardware().fleet_rules(kind).fail_gap_pct / 100)),
-            baseline=self._baseline(store, kind),
+            baseline={2: primary} if primary else {},
             check=check,
         )
         planner = Planner([n.name for n in group], rules=rules, known_good=[n.name for n in lent])
         jobs = GroupJobs(
             self.run_id, ctx.spec.storage.shared_path or "", self.suite, self.admission.reservation,
-            NODE_VALIDATORS, check, one_launcher=check != "gloo-allreduce",
+            NODE_VALIDATORS, check, one_launcher=check != "gloo-allreduce", collectives=collectives,
         )  # fmt: skip
+        references = (
+            CollectiveReferences(
+                collectives,
+                {(c, 2): v for c, v in baselines.items() if c},
+                rules.fail_gap,
+                rules.min_fleet_figures,
+            )
+            if len(collectives) > 1
+            else None
+        )
         head_run = ctx.runner(self.head, timeout_s=jobs.deadline_s + 120)
 
         def config_for(name: str, peers: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -137,7 +153,12 @@ class NetworkStep:
         self.note(list(nodes), "network: group tests (Slurm jobs in the hold)")
         try:
             result, log = run_isolation(
-                head_run, planner, jobs, config_for, note=lambda text: self.note(list(nodes), text)
+                head_run,
+                planner,
+                jobs,
+                config_for,
+                note=lambda text: self.note(list(nodes), text),
+                references=references,
             )
             healthy = [n for n, v in result.node_verdicts.items() if v.ok] + [n.name for n in lent]
             if self.scaling and len(group) >= SMALL_BATCH:  # not for one or two nodes re-certified
@@ -147,19 +168,37 @@ class NetworkStep:
             for n in lent:
                 self.admission.release(n.name)
         write_groups_file(ctx.paths.reports, self.run_id, result, log)
-        verdicts = {n.name: self._verdict(n.name, result, log, check) for n in group}
+        verdicts = {n.name: self._verdict(n.name, result, log, check, rules.fail_gap) for n in group}
         for name, verdict in verdicts.items():
             self._write_report(name, verdict, result, log, check)
-        self._record(store, kind, result, log, verdicts)
+        self._record(store, kind, result, log, verdicts, collectives)
         return NetworkOutcome(verdicts, result)
+
+    def _collectives(self, node: Node, check: str) -> tuple[str, ...]:
+        """nccl-multi-node's collectives, read from the NODE.json the group jobs get (so the runner
+        judges what the nodes run)."""
+        if check == "gloo-allreduce":
+            return ()
+        nccl = render_node_config(self.ctx.spec, node).get("nccl") or {}
+        return tuple(nccl.get("multi_node_collectives") or ("all_reduce",))
 
     # -- judging ----------------------------------------------------------------------------
 
-    def _verdict(self, name: str, result: IsolationResult, log: RunLog, check: str) -> Verdict:
+    def _verdict(
+        self, name: str, result: IsolationResult, log: RunLog, check: str, fail_gap: float = 0.15
+    ) -> Verdict:
         v = result.node_verdicts.get(name)
         if v is None:
             return Verdict(name, False, [(check, "the network planner gave no verdict for this node")])
         reason = v.reason.removeprefix(f"{check}: ")
+        named = collective_reason(check, name, log.records, fail_gap) if log.collectives else None
+        if named is not None and v.kind in ("node-fault", "flaky", "link-fault"):
+            # Several collectives: say which one failed, with its own figures and reference.
+            collective, line = named
+            body = line.removeprefix(f"{check}: ")
+            reason = one_line(
+                body if v.kind == "node-fault" else f"{collective} under its reference; {reason}"
+            )
         if v.kind == "pass":
             return Verdict(name, True, note=reason)
         if v.kind == "link-fault" and not self._drain_links(self.ctx.nodes[name]):
@@ -187,14 +226,21 @@ class NetworkStep:
         _, profile = profile_for(self.ctx.spec, node.pool, self.ctx.options.profile)
         return getattr(profile, "link_faults", "drain") != "report"
 
-    def _baseline(self, store: BaselineStore, kind: str) -> dict[int, float]:
+    def _baselines(
+        self, store: BaselineStore, kind: str, collectives: tuple[str | None, ...]
+    ) -> dict[str | None, float]:
+        """Stored 2-node figure per collective (None: the gloo path), those with one."""
         try:
             base = store.load(kind)
         except BaselineError as exc:
             self.note([n.name for n in self.ctx.compute()], f"network baseline not used: {exc}")
             return {}
-        ref = base.reference(BASELINE_METRIC, None) if base else None
-        return {2: ref.value} if ref is not None and ref.value > 0 else {}
+        out: dict[str | None, float] = {}
+        for c in collectives:
+            ref = base.reference(baseline_metric(c), None) if base else None
+            if ref is not None and ref.value > 0:
+                out[c] = ref.value
+        return out
 
     def _record(
         self,
@@ -203,6 +249,7 @@ class NetworkStep:
         result: IsolationResult,
         log: RunLog,
         verdicts: dict[str, Verdict],
+        collectives: tuple[str, ...] = (),
     ) -> None:
         good = {n for n, v in verdicts.items() if v.passed} | {
             n for n, v in result.node_verdicts.items() if v.kind == "pass"
@@ -220,12 +267,16 @@ class NetworkStep:
             return  # an unusable file is named by the fleet step and never overwritten
         when = now_iso()
         for r in samples:
-            base.add(
-                BASELINE_METRIC,
-                "GB/s",
-                True,
-                Sample(float(r.figure or 0), "+".join(r.nodes), self.run_id, when),
-            )
+            # Several collectives: each one's own busbw (r.figure is then the worst ratio, not a figure).
+            measured = r.figures if r.figures else {collectives[0] if collectives else None: r.figure}
+            for c, value in measured.items():
+                if value is not None:
+                    base.add(
+                        baseline_metric(c),
+                        "GB/s",
+                        True,
+                        Sample(float(value), "+".join(r.nodes), self.run_id, when),
+                    )
         store.save(base)
 
     def _write_report(

@@ -229,3 +229,102 @@ def test_each_group_keeps_its_curve_and_the_file_has_the_median_per_group_size(t
     assert two["busbw_median"] == 0.4597 * 2  # the median pair (scale 2)
     assert two["curve"] == [[x, y * 2] for x, y in GLOO_RANK0["checks"][0]["series"]["busbw"]["points"]]
     assert four["curve"][2] == [16777216.0, 0.4597 * 0.5]
+
+
+# -- several collectives per group: each judged, one figure for the planner (issue 11) --------------
+
+from clusterforge.certify.group_collectives import CollectiveReferences, collective_reason  # noqa: E402
+from clusterforge.certify.isolate import IsolationRules  # noqa: E402
+
+NCCL3 = ("all_reduce", "all_gather", "alltoall")
+HEALTHY = {"all_reduce": 380.0, "all_gather": 70.0, "alltoall": 60.0}
+
+
+class CollectivesHead(Head):
+    """Rank 0 writes a nccl-multi-node report with one figure per collective; ``slow`` holds the
+    (node, collective) pairs that run at ``factor`` of healthy (a little noise on every figure)."""
+
+    def __init__(self, slow: dict[tuple[str, str], float]) -> None:
+        super().__init__()
+        self.slow = slow
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        answer = super().__call__(argv, stdin)
+        if argv[0] == "sbatch":
+            nodes = sorted(argv[argv.index("-w") + 1].split(","))
+            folder = argv[argv.index("-o") + 1].rsplit("/", 1)[0]
+            metrics = {}
+            for i, (c, value) in enumerate(HEALTHY.items()):
+                k = min([self.slow.get((n, c), 1.0) for n in nodes])
+                noise = 1 + 0.01 * ((len(self.calls) + i) % 3 - 1)
+                metrics[f"{c}.{len(nodes)}node.busbw"] = {
+                    "value": round(value * k * noise, 2),
+                    "unit": "GB/s",
+                }
+                metrics[f"{c}.{len(nodes)}node.message_bytes"] = {"value": 2**30, "unit": "B"}
+            check = {"id": "nccl-multi-node", "status": "warn", "metrics": metrics}
+            self.files[f"{folder}/{nodes[0]}/report.json"] = json.dumps({"node": nodes[0], "checks": [check]})
+        return answer
+
+
+def nccl_jobs(collectives: tuple[str, ...]) -> gr.GroupJobs:
+    return gr.GroupJobs(
+        "R",
+        "/s",
+        "standard",
+        "res",
+        ["v"],
+        "nccl-multi-node",
+        poll_s=0,
+        one_launcher=True,
+        collectives=collectives,
+    )
+
+
+def isolate_collectives(collectives: tuple[str, ...], slow: dict) -> tuple:
+    nodes = [f"node-00{i}" for i in range(1, 9)]
+    rules = IsolationRules(fail_gap=0.15, check="nccl-multi-node")
+    return gr.run_isolation(CollectivesHead(slow), Planner(nodes, rules=rules), nccl_jobs(collectives),
+                            lambda n, p: {}, clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+
+
+def test_only_alltoall_slow_on_one_node_fails_that_node_naming_alltoall(tmp_path: Path) -> None:
+    result, log = isolate_collectives(NCCL3, {("node-007", "alltoall"): 0.6})
+    assert result.failed() == ["node-007"] and result.node_verdicts["node-007"].kind == "node-fault"
+    collective, line = collective_reason("nccl-multi-node", "node-007", log.records, 0.15)
+    assert collective == "alltoall"
+    assert line.startswith("nccl-multi-node: alltoall 3") and "GB/s with node-00" in line
+    assert line.endswith(", 40 % under the reference 59.7 GB/s (2-node fleet median of 4)")
+    assert collective_reason("nccl-multi-node", "node-001", log.records, 0.15) is None
+    data = json.loads(gr.write_groups_file(tmp_path, "R", result, log).read_text())
+    mine = [g for g in data["groups"] if "node-007" in g["nodes"]]
+    assert mine and all(g["worst"]["collective"] == "alltoall" for g in mine)
+    assert mine[0]["figures"]["all_reduce"] > 370  # its all_reduce alone would pass
+    assert set(data["collective_references"]["2"]) == set(NCCL3)
+
+
+def test_all_reduce_alone_does_not_see_a_slow_alltoall() -> None:
+    result, log = isolate_collectives(("all_reduce",), {("node-007", "alltoall"): 0.6})
+    assert result.failed() == [] and log.collectives is None and all(not r.figures for r in log.records)
+
+
+def test_a_slow_all_reduce_is_judged_as_before_among_several_collectives() -> None:
+    result, log = isolate_collectives(NCCL3, {("node-002", "all_reduce"): 0.5})
+    assert result.failed() == ["node-002"]
+    assert collective_reason("nccl-multi-node", "node-002", log.records, 0.15)[0] == "all_reduce"
+
+
+def test_the_planner_figure_is_the_worst_ratio_in_the_primarys_unit() -> None:
+    refs = CollectiveReferences(NCCL3, {("all_reduce", 2): 400.0, ("alltoall", 2): 60.0}, 0.15)
+    figure, worst = refs.judge(2, {"all_reduce": 396.0, "all_gather": 10.0, "alltoall": 30.0})
+    assert worst.collective == "alltoall" and figure == 400.0 * 0.5  # all_gather has no reference yet
+    refs.update([(2, {"all_gather": v}) for v in (70.0, 71.0, 69.0)])
+    assert (
+        refs.judge(2, {"all_reduce": 396.0, "all_gather": 10.0, "alltoall": 60.0})[1].collective
+        == "all_gather"
+    )
+    # a collective whose run gave no figure fails the group (fail closed); nothing at all: no result
+    assert refs.judge(2, {"all_reduce": 396.0, "all_gather": 70.0, "alltoall": None})[0] == 0.0
+    assert refs.judge(2, {}) == (None, None)
+    # no reference for the primary yet: its own figure, the single-collective figure
+    assert CollectiveReferences(NCCL3).judge(2, {"all_reduce": 396.0, "alltoall": 1.0}) == (396.0, None)
