@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -9,8 +10,9 @@ from pathlib import Path
 from invoke import Context, task
 from invoke.exceptions import Exit
 
+from clusterforge.tasks.test_stages import PYTEST_NO_TESTS, STAGES, describe, run_stage, verdict
+
 ROOT = Path(__file__).resolve().parents[2]
-PYTEST_NO_TESTS = 5  # pytest's exit code when it collected nothing
 
 
 def _bin(name: str) -> str:
@@ -19,14 +21,26 @@ def _bin(name: str) -> str:
     return str(candidate) if candidate.exists() else name
 
 
-@task(help={"path": "test path(s) to run instead of tests/ (space separated)"})
-def test(c: Context, path: str = "tests", marks: str = "") -> None:
+@task(
+    help={
+        "path": "test path(s) to run instead of tests/ (space separated)",
+        "marks": "pytest -m expression; selects by marker (one pytest run)",
+        "serial": "run the whole suite's phases one after another (a busy machine, or to time each)",
+    }
+)
+def test(c: Context, path: str = "tests", marks: str = "", serial: bool = False) -> None:
     """Run pytest over tests/ with this venv's Python.
 
-    `--marks "not integration"` selects by marker (pytest -m; the fast tests, no containers).
+    The whole suite (no path, no --marks) runs in stages (clusterforge/tasks/test_stages.py): the
+    fast tests beside the container role tests, then the certification suites alone, since they
+    judge speed. `--marks "not integration"` selects by marker (the fast tests, no containers).
     Extra pytest arguments go after `--`, e.g. `invoke test -- -k spec -x` (invoke joins them
     with spaces, so pass quoted expressions through --marks). Exits with pytest's code; no
     tests collected (pytest's 5) is a failure."""
+    extra = shlex.split(c.remainder)
+    if path == "tests" and not marks:
+        _test_in_stages(extra, serial)
+        return
     select = f"-m {shlex.quote(marks)}" if marks else ""
     cmd = f"{shlex.quote(sys.executable)} -m pytest {shlex.quote(path)} {select} {c.remainder}".strip()
     result = c.run(cmd, warn=True, pty=False, env={"PYTHONDONTWRITEBYTECODE": "1"})
@@ -35,6 +49,20 @@ def test(c: Context, path: str = "tests", marks: str = "") -> None:
         raise Exit(f"pytest collected no tests from {path!r}: that is a failure", code=1)
     if code != 0:
         raise Exit(code=code)
+
+
+def _test_in_stages(extra: list[str], serial: bool) -> None:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    stages = [(phase,) for stage in STAGES for phase in stage] if serial else STAGES
+    outcomes = []
+    for stage in stages:
+        outcomes += run_stage(sys.executable, stage, extra, ROOT, env)
+        sys.stdout.flush()
+    for outcome in outcomes:
+        print(describe(outcome), flush=True)
+    code = verdict(outcomes, selects=any(a.startswith(("-k", "--lf", "--deselect")) for a in extra))
+    if code != 0:
+        raise Exit(f"tests failed: {', '.join(o.phase for o in outcomes if o.code != 0)}", code=code)
 
 
 def _has_yaml(folder: Path) -> bool:

@@ -16,6 +16,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/integration/" in str(item.fspath) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(3600))
+        # Judged against the shared stack's fleet and baseline: `invoke test` runs these alone.
+        if "local_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.shared_stack)
 
 
 @pytest.fixture(scope="session")

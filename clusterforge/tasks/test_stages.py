@@ -1,0 +1,133 @@
+"""`invoke test` over the whole suite: stages of pytest runs, the ones that judge speed alone.
+
+The certification suites (tests/integration) judge every node's figures against the fleet and a
+stored baseline, so whatever else shares the machine's cores is what they would measure (a run
+beside other container suites here failed healthy nodes 70-87 % under their baseline). Nothing
+else in the suite judges speed against peers: the fast tests, the role tests and the other
+container tests use loose floors or none, so they run side by side in the first stage, and the
+certification suites run alone after.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PYTEST_NO_TESTS = 5  # pytest's exit code when it collected nothing
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    args: tuple[str, ...]  # pytest arguments: paths and the marker expression
+    why: str
+
+
+# Stages run in order; the phases of one stage run at the same time. `shared_stack` marks the tests
+# on the session's shared local stack (tests/integration/conftest.py): the static stack's test has
+# its own two nodes, no fleet and no stored baseline, so floors judge it and it runs in the first.
+STAGES: tuple[tuple[Phase, ...], ...] = (
+    (
+        Phase("unit", ("tests", "-m", "not integration and not long"), "no containers"),
+        Phase(
+            "roles", ("tests/roles", "-m", "integration and not long"), "the roles converged on containers"
+        ),
+        Phase(
+            "containers",
+            ("tests", "--ignore=tests/roles", "-m", "integration and not shared_stack and not long"),
+            "providers and the static stack on containers; judged by floors, not against a fleet",
+        ),
+    ),
+    (
+        Phase(
+            "certification",
+            ("tests", "-m", "shared_stack and not long"),
+            "the shared local stack, judged against its fleet and baseline: alone",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    phase: str
+    code: int
+    seconds: float
+
+
+def pytest_argv(python: str, phase: Phase, extra: Sequence[str]) -> list[str]:
+    # Each phase keeps its own cache folder: two pytest processes writing one cache race.
+    return [python, "-m", "pytest", *phase.args, "-o", f"cache_dir=.pytest_cache/{phase.name}", *extra]
+
+
+def verdict(outcomes: Sequence[Outcome], selects: bool) -> int:
+    """The run's exit code: the first phase's failure; a phase that collected nothing fails unless
+    the extra arguments select tests (``-k``), and then only when no phase collected any."""
+    codes = [o.code for o in outcomes]
+    failed = [c for c in codes if c not in (0, PYTEST_NO_TESTS)]
+    if failed:
+        return failed[0]
+    if PYTEST_NO_TESTS in codes and (not selects or all(c == PYTEST_NO_TESTS for c in codes)):
+        return 1
+    return 0
+
+
+def _stream(
+    proc: subprocess.Popen[str], prefix: str, lock: threading.Lock, write: Callable[[str], None]
+) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        with lock:
+            write(f"{prefix}{line}")
+
+
+def run_stage(
+    python: str,
+    stage: Sequence[Phase],
+    extra: Sequence[str],
+    cwd: Path,
+    env: dict[str, str],
+    write: Callable[[str], None] = sys.stdout.write,
+) -> list[Outcome]:
+    """Run a stage's phases at the same time; each line of their output carries the phase's name."""
+    lock = threading.Lock()
+    started = time.monotonic()
+    running = []
+    for phase in stage:
+        with lock:
+            write(f"==> test phase {phase.name}: {phase.why}\n")
+        proc = subprocess.Popen(
+            pytest_argv(python, phase, extra),
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        )
+        prefix = f"[{phase.name}] " if len(stage) > 1 else ""
+        reader = threading.Thread(target=_stream, args=(proc, prefix, lock, write), daemon=True)
+        reader.start()
+        running.append((phase, proc, reader))
+    outcomes = []
+    try:
+        for phase, proc, reader in running:
+            code = proc.wait()
+            reader.join()
+            outcomes.append(Outcome(phase.name, code, time.monotonic() - started))
+    finally:
+        for _, proc, _ in running:  # interrupted: no pytest (nor its containers' owner) outlives us
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait()
+    return outcomes
+
+
+def describe(outcome: Outcome) -> str:
+    state = {0: "passed", PYTEST_NO_TESTS: "collected no tests"}.get(outcome.code, "FAILED")
+    return f"test phase {outcome.phase}: {state} (pytest exit {outcome.code}) after {outcome.seconds:.0f} s"
