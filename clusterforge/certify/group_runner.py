@@ -67,6 +67,9 @@ class GroupJobs:
     # nccl-multi-node's collectives (NODE.json nccl.multi_node_collectives), the first the primary:
     # with more than one, each is judged against its own reference (group_collectives.py).
     collectives: tuple[str, ...] = ()
+    # GPUs per node of the group's type: one_launcher jobs take whole nodes and their GPUs, so the
+    # ranks the launcher starts (one per GPU) get CPUs and the GPU devices (ConstrainDevices).
+    gpus_per_node: int = 0
 
     @property
     def folder(self) -> str:
@@ -97,9 +100,12 @@ class GroupJobs:
         # At 2 nodes tree/NVLS can report busbw above the NIC line rate (nccl-tests issues 22,
         # 290): pair figures are measured with the ring algorithm.
         export = ["--export=ALL,NCCL_ALGO=Ring"] if group.size == 2 and self.one_launcher else []
+        whole = ["--exclusive"] if self.one_launcher else []
+        if self.one_launcher and self.gpus_per_node > 0:
+            whole.append(f"--gpus-per-node={self.gpus_per_node}")
         return [
             "sbatch", "--parsable", f"--reservation={self.reservation}",
-            "-N", str(group.size), "-w", ",".join(sorted(group.nodes)), "--ntasks-per-node=1",
+            "-N", str(group.size), "-w", ",".join(sorted(group.nodes)), "--ntasks-per-node=1", *whole,
             "-t", str(self.time_limit_min), "-J", self.job_name(group.round),
             "-o", f"{folder}/job-%j.out", *export, "--wrap", wrap,
         ]  # fmt: skip

@@ -35,6 +35,11 @@ _SOFTWARE = (
 
 # The gloo all_reduce of the network check (CPU path) listens here on the first node.
 GLOO_PORT = 29511
+# How nccl-multi-node starts its ranks inside a group test's Slurm job (the job has the whole nodes
+# and their GPUs, group_runner.GroupJobs): one task per GPU on every node of the job, wired up by
+# PMIx, the way NCCL tests are launched under Slurm with an MPI build of nccl-tests (the nccl role
+# builds them with MPI=1). validators fills the {placeholders} (validators/SCHEMA.md nccl.launcher).
+GPU_GROUP_LAUNCHER = ("srun", "--nodes={nnodes}", "--ntasks-per-node={gpus_per_node}", "--mpi=pmix")
 
 # checkpoint-restart's checkpoint (per rank) when the profile sets no checkpoint_mib. Our rule, not
 # a published figure: large enough that the rates measure the storage, not per-file overhead (on a

@@ -31,7 +31,7 @@ from clusterforge.certify.group_collectives import CollectiveReferences, baselin
 from clusterforge.certify.group_runner import GroupJobs, RunLog, run_isolation, run_scaling, write_groups_file
 from clusterforge.certify.isolate import IsolationResult, IsolationRules, Planner
 from clusterforge.certify.isolate_reasons import one_line
-from clusterforge.certify.node_config import profile_for, render_node_config
+from clusterforge.certify.node_config import GPU_GROUP_LAUNCHER, profile_for, render_node_config
 from clusterforge.certify.reports import Verdict
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
@@ -40,6 +40,12 @@ from clusterforge.providers.base import Node
 BASELINE_METRIC = baseline_metric(None)  # "network.2node.busbw": gloo, or nccl all_reduce
 MAX_LENT = 2  # known-good partners lent to a small batch
 SMALL_BATCH = 3
+
+
+def group_node_config(spec: Any, node: Node, peers: list[Node], one_launcher: bool) -> dict[str, Any]:
+    """NODE.json of a group test's member. nccl-multi-node refuses peers without nccl.launcher, so a
+    GPU group (one launcher per job) gets the srun one; gloo ranks are started by the job itself."""
+    return render_node_config(spec, node, peers, launcher=GPU_GROUP_LAUNCHER if one_launcher else ())
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,12 @@ class NetworkStep:
             check=check,
         )
         planner = Planner([n.name for n in group], rules=rules, known_good=[n.name for n in lent])
+        it = load_hardware().get(kind)
+        gpus = it.gpu_count if it is not None else 0
         jobs = GroupJobs(
             self.run_id, ctx.spec.storage.shared_path or "", self.suite, self.admission.reservation,
             NODE_VALIDATORS, check, one_launcher=check != "gloo-allreduce", collectives=collectives,
+            gpus_per_node=gpus,
         )  # fmt: skip
         references = (
             CollectiveReferences(
@@ -148,7 +157,7 @@ class NetworkStep:
         head_run = ctx.runner(self.head, timeout_s=jobs.deadline_s + 120)
 
         def config_for(name: str, peers: list[str] | tuple[str, ...]) -> dict[str, Any]:
-            return render_node_config(ctx.spec, nodes[name], [nodes[p] for p in peers])
+            return group_node_config(ctx.spec, nodes[name], [nodes[p] for p in peers], jobs.one_launcher)
 
         self.note(list(nodes), "network: group tests (Slurm jobs in the hold)")
         try:

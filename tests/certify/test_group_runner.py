@@ -130,6 +130,17 @@ def test_gpu_pairs_run_one_launcher_with_the_ring_algorithm() -> None:
     assert "srun --ntasks-per-node=1" in JOBS.sbatch_argv(TestGroup(("a", "b"), 1, "screen"), 0)[-1]
 
 
+def test_gpu_group_jobs_take_whole_nodes_and_their_gpus() -> None:
+    # One rank per GPU needs the nodes' CPUs and, with ConstrainDevices, their GPU devices.
+    jobs = gr.GroupJobs(
+        "R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, gpus_per_node=8
+    )
+    argv = jobs.sbatch_argv(TestGroup(("n1", "n2"), 2, "confirm"), 0)
+    assert "--exclusive" in argv and "--gpus-per-node=8" in argv
+    gloo = JOBS.sbatch_argv(TestGroup(("a", "b"), 1, "screen"), 0)
+    assert "--exclusive" not in gloo and not any(a.startswith("--gpus") for a in gloo)
+
+
 def test_scaling_sizes_and_round() -> None:
     assert gr.scaling_sizes(2) == [] and gr.scaling_sizes(3) == [3]
     assert gr.scaling_sizes(20) == [4, 8, 16, 20]

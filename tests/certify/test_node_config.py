@@ -176,3 +176,23 @@ def test_a_profile_naming_a_collective_twice_is_refused(tmp_path: Path) -> None:
     (tmp_path / "prod.yaml").write_text(text)
     with pytest.raises(SpecError, match="names a collective twice"):
         load_spec(tmp_path / "prod.yaml")
+
+
+def test_a_gpu_group_members_node_json_lets_nccl_multi_node_start_its_ranks() -> None:
+    # Before, the network stage rendered no nccl.launcher, and nccl-multi-node refuses peers without
+    # one: every GPU group job would have failed "lists peers but no nccl.launcher".
+    from clusterforge.pipeline.network_stage import group_node_config
+    from validators.checks.nccl import launcher_argv
+
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    a, b = (
+        node("gpu-001", "gpu", "p5.48xlarge", "10.0.0.5"),
+        node("gpu-002", "gpu", "p5.48xlarge", "10.0.0.6"),
+    )
+    parsed = parse_config(group_node_config(spec, a, [b], one_launcher=True), "standard")
+    argv = launcher_argv(parsed, parsed.peers)
+    assert argv == ["srun", "--nodes=2", "--ntasks-per-node=8", "--mpi=pmix"]
+    # gloo groups (CPU nodes): the job's srun starts one validators process per node, no launcher.
+    local, _ = load_spec(STACKS / "local.yaml")
+    c, d = node("node-001", "node", "local", "10.89.42.11"), node("node-002", "node", "local", "10.89.42.12")
+    assert "launcher" not in group_node_config(local, c, [d], one_launcher=False).get("nccl", {})
