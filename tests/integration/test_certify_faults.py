@@ -30,8 +30,9 @@ import pytest
 
 from tests.integration.stack import COMPUTE, Stack, assert_serving, podman, restore, sinfo
 
-# Opt-in (`invoke test --marks long`): not yet run green on these machines (README, Tests).
-pytestmark = [pytest.mark.integration, pytest.mark.long]
+# In CI: on an otherwise idle machine (2026-12-01, 37 min with the stack's `up`) every fault was
+# drained alone with its figure; `invoke test` runs these alone, after the other suites.
+pytestmark = pytest.mark.integration
 
 # "<check>: <figure> <unit> ..., NN % under the fleet median|baseline ..." (fleet_stage / fleet.py)
 PERF_REASON = re.compile(r"^clusterforge: [a-z0-9-]+: .*\d[\d.]* \S+.* % under the (fleet median|baseline)")
@@ -193,7 +194,10 @@ def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack:
     _limit_to(local_stack, "node-001", ip["node-002"])
     _limit_to(local_stack, "node-002", ip["node-001"])
     try:
-        run = certify_with_repaired(local_stack, "node-001", "node-002")
+        # The whole stack, as a user certifies it: a link is only tested when both its nodes are
+        # under test (re-certifying two nodes pairs each with a lent known-good partner instead,
+        # measured in this suite's run: the 001-002 link was never exercised and both passed).
+        run = local_stack.cf("certify")
     finally:
         for node in ("node-001", "node-002"):
             local_stack.node(node, "tc", "qdisc", "del", "dev", "eth0", "root")
