@@ -86,13 +86,18 @@ def _stream(
             write(f"{prefix}{line}")
 
 
+def _print(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()  # CI logs are files: each line shows as it comes, not at the end of a buffer
+
+
 def run_stage(
     python: str,
     stage: Sequence[Phase],
     extra: Sequence[str],
     cwd: Path,
     env: dict[str, str],
-    write: Callable[[str], None] = sys.stdout.write,
+    write: Callable[[str], None] = _print,
 ) -> list[Outcome]:
     """Run a stage's phases at the same time; each line of their output carries the phase's name."""
     lock = threading.Lock()
