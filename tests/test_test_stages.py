@@ -77,7 +77,7 @@ case "$*" in
   *first*) i=0
     while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
     [ -e {flag} ] || exit 3
-    echo "saw second"; exit 0;;
+    echo "saw second"; sleep 1; exit 0;;
   *second*) touch {flag}; echo "args $*"; exit 1;;
 esac
 """
@@ -87,6 +87,8 @@ esac
     lines: list[str] = []
     outcomes = run_stage(str(stub), stage, ["--durations=5"], tmp_path, dict(os.environ), lines.append)
     assert [(o.phase, o.code) for o in outcomes] == [("first", 0), ("second", 1)]
+    first, second = outcomes
+    assert second.seconds < first.seconds  # each phase's own time: "second" ended first
     assert "[first] saw second\n" in lines
     second = next(line for line in lines if line.startswith("[second] args "))
     assert "-m pytest tests/second -o cache_dir=.pytest_cache/second --durations=5" in second

@@ -84,6 +84,7 @@ def _stream(
     for line in proc.stdout:
         with lock:
             write(f"{prefix}{line}")
+    proc.wait()
 
 
 def _print(text: str) -> None:
@@ -119,12 +120,15 @@ def run_stage(
         reader = threading.Thread(target=_stream, args=(proc, prefix, lock, write), daemon=True)
         reader.start()
         running.append((phase, proc, reader))
-    outcomes = []
+    ended: dict[str, float] = {}
     try:
-        for phase, proc, reader in running:
-            code = proc.wait()
-            reader.join()
-            outcomes.append(Outcome(phase.name, code, time.monotonic() - started))
+        # In the order they end, so each phase's time is its own, not the slowest one before it.
+        while len(ended) < len(running):
+            for phase, _, reader in running:
+                if phase.name not in ended and not reader.is_alive():
+                    ended[phase.name] = time.monotonic() - started
+            time.sleep(0.2)
+        outcomes = [Outcome(phase.name, proc.wait(), ended[phase.name]) for phase, proc, _ in running]
     finally:
         for _, proc, _ in running:  # interrupted: no pytest (nor its containers' owner) outlives us
             if proc.poll() is None:
