@@ -187,6 +187,8 @@ def _limit_to(stack: Stack, node: str, peer_address: str) -> None:
         stack.node(node, "sh", "-c", cmd)
 
 
+# The two link tests are `long` (opt-in): CI's time has room for the node faults only (README).
+@pytest.mark.long
 def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack: Stack) -> None:
     # One line per name: "ADDRESS NAME [ALIASES...]" (node-001's own line carries its container name)
     lines = local_stack.node("node-001", "getent", "hosts", "node-001", "node-002").splitlines()
@@ -212,6 +214,7 @@ def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack:
     # node-001 and node-002 stay drained: the next test certifies them again beside its fault.
 
 
+@pytest.mark.long
 def test_a_rate_limited_link_drains_that_node_with_two_partners(local_stack: Stack) -> None:
     # 100 Mbit/s: a pair measures ~0.012 GB/s against ~0.5 healthy (97 % under); 20 Mbit/s cost
     # minutes more per run for the same verdict (the pair jobs run at the link's rate).
