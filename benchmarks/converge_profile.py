@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     if len(args.runs) > 2:
         ap.error("give one run, or two to compare")
     profiles = [profile(p) for p in args.runs]
-    for path, (_, _, hosts) in zip(args.runs, profiles):
+    for path, (_, _, hosts) in zip(args.runs, profiles, strict=True):
         print(f"{path}: {len(hosts)} host(s): {', '.join(sorted(hosts))}")
 
     def table(title: str, index: int, limit: int | None) -> None:
