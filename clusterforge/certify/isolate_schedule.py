@@ -4,7 +4,9 @@ Every node is in at most one group per round (one Slurm job per group, run concu
 claims on the nodes: retests of link candidates first (both nodes must be free), then every node
 that needs a group with a new known-good partner (suspects first), and last the nodes no good
 partner could be found for, paired among themselves with partners they have not met: that is round
-1 (nobody is known good yet), and the fallback when good nodes are scarce. Partners are taken from
+1 (nobody is known good yet), and the fallback when good nodes are scarce. Round 1 pairs the nodes
+under test among themselves even when certified nodes are lent as partners (a re-certification of
+a few nodes), so the links between them are tested too; lent nodes take the odd one out. Partners are taken from
 the same topology group (rack, placement group, NVLink domain) first, so a figure compares like
 with like, and each good node serves one suspect per round. While few nodes still need a test
 (a small fleet with many faults) the round comes from isolate_search.py instead, which scores every
@@ -90,6 +92,11 @@ def plan_round(
             return groups
     pool = _Pool(partners, label)
     left: list[str] = []
+    if round_no == 1 and known_good:
+        # Nodes under test meet each other first, as in a whole-fleet run: a link between two of
+        # them is tested only in a pair of both (lent partners alone never test it). A passing pair
+        # clears both in one round; the odd node takes a lent partner below.
+        groups.extend(_pair_among(needy, ev, label, busy, round_no))
     for node in needy:
         if node in busy:
             continue

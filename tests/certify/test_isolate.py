@@ -193,6 +193,24 @@ def test_two_nodes_with_baseline_and_a_lent_certified_node_say_which() -> None:
     assert "spare-01" in result.node_verdicts["node-0002"].reason
 
 
+@pytest.mark.parametrize("lent", [1, 3])
+def test_re_certified_nodes_meet_each_other_so_a_link_between_them_is_tested(lent: int) -> None:
+    # Re-certifying two nodes with certified nodes lent as partners: a link fault between the two
+    # is found only if they are paired together (with lent partners alone both passed, and the
+    # link was never tested; seen on the local stack).
+    spares = [f"spare-{i:02d}" for i in range(1, lent + 1)]
+    link = frozenset({"node-0001", "node-0002"})
+    fleet = Fleet(["node-0001", "node-0002", *spares], link_faults={link: 0.05})
+    planner = Planner(["node-0001", "node-0002"], rules=BASELINE, known_good=spares)
+    drive(planner, fleet.measure)
+    result = planner.verdicts()
+    assert kinds(result) == {"node-0001": "link-fault", "node-0002": "link-fault"}
+    assert [frozenset(v.nodes) for v in result.link_verdicts] == [link]
+    healthy = Planner(["node-0001", "node-0002"], rules=BASELINE, known_good=spares)
+    drive(healthy, Fleet(["node-0001", "node-0002", *spares]).measure)
+    assert healthy.verdicts().failed() == [] and healthy.verdicts().rounds == 1  # one pair of both
+
+
 @pytest.mark.parametrize("count", [3, 4, 5])
 def test_tiny_fleets_wait_for_enough_figures(count: int) -> None:
     healthy = run_planner(Fleet(node_names(count), seed=count))

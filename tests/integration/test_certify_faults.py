@@ -197,8 +197,8 @@ def test_a_fault_between_two_nodes_only_is_reported_as_a_link_fault(local_stack:
     _limit_to(local_stack, "node-002", ip["node-001"])
     try:
         # The whole stack, as a user certifies it: a link is only tested when both its nodes are
-        # under test (re-certifying two nodes pairs each with a lent known-good partner instead,
-        # measured in this suite's run: the 001-002 link was never exercised and both passed).
+        # under test. (Re-certifying just the two once paired each with a lent partner only, and
+        # both passed; round 1 now pairs re-certified nodes with each other first: test_isolate.py.)
         run = local_stack.cf("certify")
     finally:
         for node in ("node-001", "node-002"):
