@@ -19,8 +19,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
 # A looped task's own result event carries the whole loop's duration; its items are not summed.
-RESULTS = {"runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"}
+from clusterforge.ansible.events import RESULT_EVENTS  # noqa: E402
 
 
 def events_dir(path: Path) -> Path:
@@ -40,7 +43,7 @@ def profile(path: Path) -> tuple[dict[str, float], dict[str, float], set[str]]:
     hosts: set[str] = set()
     for f in events_dir(path).glob("*.json"):
         event = json.loads(f.read_text())
-        if event.get("event") not in RESULTS:
+        if event.get("event") not in RESULT_EVENTS:
             continue
         data = event.get("event_data", {})
         seconds = float(data.get("duration") or 0.0)

@@ -22,6 +22,9 @@ _COUNTED = {
     "runner_item_on_failed": None,  # a failed loop item; the task's own runner_on_failed follows
 }
 
+# The callbacks that end one task on one host (a loop's items are inside its task's result).
+RESULT_EVENTS = frozenset(name for name, kind in _COUNTED.items() if kind)
+
 CENSORED = "(censored)"
 
 
