@@ -182,7 +182,11 @@ _RULES: tuple[_Rule, ...] = (
         "_slurm_installed_packages",
         "slurm_version ~ '-*'",
         "tasks/install.yml",
-        ("'=' ~ slurm_version ~ '-*'", 'loop: "{{ _slurm_installed_packages }}"'),
+        (
+            "'=' ~ slurm_version ~ '-*'",
+            # The hold: every installed package not yet held, in one apt-mark.
+            "{{ _slurm_installed_packages | difference(__slurm_held.stdout_lines) }}",
+        ),
     ),
 )
 # Which playbook runs each role on which node roles (playbooks/node_software.yml: gpu_nodes;
