@@ -77,7 +77,7 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
         hv["monitoring_gpu_count"] = it.gpu_count
         # No unattended kernel/driver upgrades where a driver module is loaded (common role).
         hv["common_unattended_upgrades"] = it.gpu is None
-    if node.connection.get("ansible_connection", "").endswith((".podman", ".docker")):
+    if node.connection.get("ansible_connection", "").endswith((".podman", "podman_pipelined", ".docker")):
         hv.setdefault("ansible_remote_tmp", CONTAINER_REMOTE_TMP)
     return hv
 

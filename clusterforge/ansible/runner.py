@@ -23,6 +23,8 @@ from typing import Any
 from clusterforge.ansible.events import HostProgress, ProgressModel, TaskFailure, redact, secret_forms
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The project's connection plugins (podman_pipelined: container nodes with pipelining).
+CONNECTION_PLUGINS = REPO_ROOT / "plugins" / "connection"
 
 OnUpdate = Callable[[HostProgress], None]
 
@@ -66,6 +68,7 @@ def ansible_env(state_dir: Path) -> dict[str, str]:
         "ANSIBLE_HOME": str(home),
         "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
         "ANSIBLE_ROLES_PATH": str(REPO_ROOT / "roles"),
+        "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS),
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_HOST_KEY_CHECKING": "False",

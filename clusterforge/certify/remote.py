@@ -23,7 +23,11 @@ class RemoteError(Exception):
     pass
 
 
-_ENGINES = {"containers.podman.podman": "podman", "community.docker.docker": "docker"}
+_ENGINES = {
+    "podman_pipelined": "podman",  # the local provider's (plugins/connection/podman_pipelined.py)
+    "containers.podman.podman": "podman",
+    "community.docker.docker": "docker",
+}
 
 
 def command_env(node: Node) -> dict[str, str] | None:
@@ -50,7 +54,7 @@ def command_prefix(node: Node, interactive: bool = False) -> list[str]:
         return ssh_prefix(conn, host)
     raise RemoteError(
         f"{node.name}: cannot run commands over ansible_connection {kind!r} yet "
-        "(supported: containers.podman.podman, community.docker.docker, ssh, local)"
+        f"(supported: {', '.join(_ENGINES)}, ssh, local)"
     )
 
 

@@ -16,7 +16,7 @@ from clusterforge.spec.loader import load_spec
 
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
 PODMAN = {
-    "ansible_connection": "containers.podman.podman",
+    "ansible_connection": "podman_pipelined",
     "ansible_podman_executable": "/usr/bin/podman",
     "ansible_python_interpreter": "/usr/bin/python3",
 }
@@ -172,7 +172,7 @@ def test_written_inventory_reads_back_with_ansible(tmp_path: Path, monkeypatch: 
     data = json.loads(out.stdout)
     hostvars = data["_meta"]["hostvars"]
     assert hostvars["node-001"]["slurm_controller_name"] == "head-001"  # group_vars/all reached the host
-    assert hostvars["node-001"]["ansible_connection"] == "containers.podman.podman"
+    assert hostvars["node-001"]["ansible_connection"] == "podman_pipelined"
     assert sorted(data["gpu_nodes"]["hosts"]) == ["node-001", "node-002"]
     # re-rendering with fewer concerns removes stale group_vars files
     (tmp_path / "inv" / "group_vars" / "all" / "old.yml").write_text("---\nx: 1\n")

@@ -292,7 +292,7 @@ def _enabled(hostvars: dict[str, Any], role: str) -> bool:
 
 
 def _local_nodes() -> list[Node]:
-    podman = {"ansible_connection": "containers.podman.podman", "ansible_host": "local-x"}
+    podman = {"ansible_connection": "podman_pipelined", "ansible_host": "local-x"}
     return [
         Node("head-001", "10.89.42.2", "head", "head", "local", podman),
         Node("node-001", "10.89.42.11", "node", "gpu", "local", podman),

@@ -69,10 +69,7 @@ def test_addresses_start_at_10_and_skip_taken() -> None:
 
 def test_connection_vars_keep_remote_tmp_off_the_tmpfs() -> None:
     podman = nodes_mod.connection_vars(Engine("podman", "/usr/bin/podman"), "local-node-001")
-    assert (
-        podman["ansible_connection"] == "containers.podman.podman"
-        and podman["ansible_host"] == "local-node-001"
-    )
+    assert podman["ansible_connection"] == "podman_pipelined" and podman["ansible_host"] == "local-node-001"
     assert not podman["ansible_remote_tmp"].startswith("/tmp")
     docker = nodes_mod.connection_vars(Engine("docker", "/usr/bin/docker"), "local-node-001")
     assert docker["ansible_connection"] == "community.docker.docker"
@@ -101,7 +98,7 @@ def test_nodes_run_systemd_and_have_addresses_in_the_stack_network(two: LocalSta
         assert two.exec(node.name, "systemctl", "is-system-running").strip() == "running"
         assert two.exec(node.name, "cat", "/proc/1/comm").strip() == "systemd"
         assert two.exec(node.name, "hostname").strip() == node.name
-        assert node.connection["ansible_connection"] == "containers.podman.podman"
+        assert node.connection["ansible_connection"] == "podman_pipelined"
         assert node.connection["ansible_host"] == f"{two.spec.stack}-{node.name}"
     assert len({n.address for n in two.nodes}) == 2
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.ansible.runner import CONNECTION_PLUGINS
 from clusterforge.providers.base import Node
 from clusterforge.providers.local.config import COLLECTIONS_PATH, write_podman_config
 
@@ -100,6 +101,7 @@ def run_play(
         "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
         "ANSIBLE_REMOTE_TMP": REMOTE_TMP,
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS),
         "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_PATH),
         "ANSIBLE_NOCOLOR": "1",
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),

@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from clusterforge.ansible.runner import CONNECTION_PLUGINS
+
 REPO = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).resolve().parent / "playbooks" / "gpu_roles.yml"
 
@@ -57,6 +59,7 @@ def run_play(
         "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
         "ANSIBLE_REMOTE_TMP": "/var/tmp/.ansible-tmp",
         "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
+        "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_PIPELINING": "True",
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),

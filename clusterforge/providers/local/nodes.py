@@ -65,6 +65,11 @@ def node_defs(spec: ClusterSpec) -> list[NodeDef]:
     ]
 
 
+# containers.podman.podman with pipelining (plugins/connection/podman_pipelined.py): one podman
+# exec per task instead of four; on the project's ANSIBLE_CONNECTION_PLUGINS path.
+PODMAN_CONNECTION = "podman_pipelined"
+
+
 def connection_vars(engine: Engine, container: str) -> dict[str, str]:
     """Ansible reaches a container through the engine's connection plugin: no sshd needed.
 
@@ -79,7 +84,7 @@ def connection_vars(engine: Engine, container: str) -> dict[str, str]:
     }
     if engine.name == "podman":
         return {
-            "ansible_connection": "containers.podman.podman",
+            "ansible_connection": PODMAN_CONNECTION,
             "ansible_podman_executable": engine.binary,
             **common,
         }
