@@ -77,6 +77,17 @@ def test_the_workload_reports_busbw_at_every_size_and_the_judged_one_at_the_top(
     assert result["ranks"] == 2 and result["wrong"] == 0
 
 
+def test_a_rank_still_running_at_the_deadline_is_stopped_and_named() -> None:
+    """A starved node (e.g. 0.1 of a core) outlives the deadline: the error says so, no rank is
+    left behind, instead of "exited with [None]" and a process the check waits on."""
+    argv = [sys.executable, str(WORKLOAD), "--bytes", str(64 << 20), "--iterations", "100000",
+            "--local-ranks", "2", "--timeout", "1", "--grace", "0"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    error = json.loads(done.stdout.strip().splitlines()[-1])["error"]
+    assert error.startswith("local rank(s) [0, 1] of 2 still running after 1 s, stopped"), error
+
+
 def test_the_workload_keeps_bytes_alone_working_and_refuses_a_bad_size_list() -> None:
     argv = [sys.executable, str(WORKLOAD), "--bytes", "4096", "--iterations", "1", "--local-ranks", "2"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)

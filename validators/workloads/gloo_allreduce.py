@@ -147,6 +147,12 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--sizes", type=message_sizes, default=[], help="more sizes to sweep, B1,B2,...")
     ap.add_argument("--iterations", type=int, required=True)
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument(
+        "--grace",
+        type=float,
+        default=60,
+        help="--local-ranks: seconds past --timeout before ranks are stopped",
+    )
     ap.add_argument("--local-ranks", type=int, default=0)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--world-size", type=int, default=1)
@@ -173,11 +179,27 @@ def main(argv: List[str]) -> int:
         ]
         for p in procs:
             p.start()
+        # One deadline for all ranks: the collectives' own timeout, plus the grace for start-up.
+        wait = args.timeout + args.grace
+        deadline = time.monotonic() + wait
         for p in procs:
-            p.join(args.timeout + 60)
-        bad = [p.exitcode for p in procs if p.exitcode != 0]
-        if bad:
-            print(json.dumps({"error": f"local ranks exited with {bad}"}))
+            p.join(max(0.0, deadline - time.monotonic()))
+        stuck = [r for r, p in enumerate(procs) if p.exitcode is None]
+        for p in procs:
+            if p.is_alive():  # a rank left running would keep this process (and the check) waiting
+                p.terminate()
+                p.join(10)
+        if stuck:
+            error = (
+                f"local rank(s) {stuck} of {len(procs)} still running after {wait:g} s, stopped"
+                " (a starved or hung node: the other ranks' figures are not comparable)"
+            )
+            print(json.dumps({"error": error}))
+            return 1
+        failed = {r: p.exitcode for r, p in enumerate(procs) if p.exitcode != 0}
+        if failed:
+            codes = ", ".join(f"rank {r}: {code}" for r, code in failed.items())
+            print(json.dumps({"error": f"local ranks exited with errors ({codes})"}))
             return 1
         print(json.dumps(combine([queue.get() for _ in procs])))
         return 0
