@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog
 from clusterforge.journal import write_atomic
@@ -77,7 +78,7 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
         hv["monitoring_gpu_count"] = it.gpu_count
         # No unattended kernel/driver upgrades where a driver module is loaded (common role).
         hv["common_unattended_upgrades"] = it.gpu is None
-    if node.connection.get("ansible_connection", "").endswith((".podman", "podman_pipelined", ".docker")):
+    if node.connection.get("ansible_connection", "").endswith((".podman", PODMAN_CONNECTION, ".docker")):
         hv.setdefault("ansible_remote_tmp", CONTAINER_REMOTE_TMP)
     return hv
 

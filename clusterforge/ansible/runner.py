@@ -23,8 +23,11 @@ from typing import Any
 from clusterforge.ansible.events import HostProgress, ProgressModel, TaskFailure, redact, secret_forms
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The project's connection plugins (podman_pipelined: container nodes with pipelining).
+# The project's connection plugins, on ANSIBLE_CONNECTION_PLUGINS (ansible_env below).
 CONNECTION_PLUGINS = REPO_ROOT / "plugins" / "connection"
+# containers.podman.podman with pipelining (plugins/connection/podman_pipelined.py): one podman
+# exec per task instead of four. The local provider's nodes name it.
+PODMAN_CONNECTION = "podman_pipelined"
 
 OnUpdate = Callable[[HostProgress], None]
 

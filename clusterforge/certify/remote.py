@@ -13,6 +13,7 @@ import shlex
 import subprocess
 from collections.abc import Callable
 
+from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import Node
 from clusterforge.providers.local.engine import engine_for
 
@@ -24,7 +25,7 @@ class RemoteError(Exception):
 
 
 _ENGINES = {
-    "podman_pipelined": "podman",  # the local provider's (plugins/connection/podman_pipelined.py)
+    PODMAN_CONNECTION: "podman",  # the local provider's
     "containers.podman.podman": "podman",
     "community.docker.docker": "docker",
 }

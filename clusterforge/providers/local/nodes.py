@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
 from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
@@ -63,11 +64,6 @@ def node_defs(spec: ClusterSpec) -> list[NodeDef]:
         for pool in spec.node_pools
         for name in spec.node_names(pool)
     ]
-
-
-# containers.podman.podman with pipelining (plugins/connection/podman_pipelined.py): one podman
-# exec per task instead of four; on the project's ANSIBLE_CONNECTION_PLUGINS path.
-PODMAN_CONNECTION = "podman_pipelined"
 
 
 def connection_vars(engine: Engine, container: str) -> dict[str, str]:
