@@ -9,16 +9,14 @@ play through containers.podman.podman shows what pipelining saves.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from clusterforge.ansible.runner import CONNECTION_PLUGINS, REPO_ROOT
 from clusterforge.providers.local.config import COLLECTIONS_PATH
+from tests.fixtures.play import run_tasks
 
 pytestmark = pytest.mark.skipif(
     not (COLLECTIONS_PATH / "ansible_collections" / "containers" / "podman").is_dir(),
@@ -70,28 +68,8 @@ def _play(tmp_path: Path, connection: str, tasks: list[dict]) -> list[dict]:
         "ansible_python_interpreter": sys.executable,
         "ansible_remote_tmp": str(tmp_path / "remote-tmp"),
     }
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"node-x": host}}}))
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    env = {
-        **os.environ,
-        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-home" / "tmp"),
-        "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS),
-        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_PATH),
-        "ANSIBLE_PIPELINING": "True",  # as the pipeline sets it; the collection's plugin ignores it
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # ANSIBLE_PIPELINING as the pipeline sets it; the collection's plugin ignores it.
+    run_tasks(tmp_path, {"node-x": host}, tasks, {"ANSIBLE_PIPELINING": "True"})
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 

@@ -9,17 +9,14 @@ process without it is left alone, and the task reports what it stopped.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from clusterforge.ansible.runner import CONNECTION_PLUGINS
-from clusterforge.providers.local.config import COLLECTIONS_PATH, write_podman_config
+from clusterforge.providers.local.config import write_podman_config
+from tests.fixtures.play import run_tasks
 
 pytestmark = pytest.mark.integration
 
@@ -75,24 +72,4 @@ def test_a_left_running_suite_is_stopped_and_nothing_else(container_nodes: Calla
             "ansible.builtin.assert": {"that": ["__certify_stale is not changed"]},
         },
     ]
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {node.name: node.connection}}}))
-    env = {
-        **os.environ,
-        **write_podman_config(),
-        "ANSIBLE_HOME": str(tmp_path / "ansible-home"),
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-home" / "tmp"),
-        "ANSIBLE_CONNECTION_PLUGINS": str(CONNECTION_PLUGINS),
-        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_PATH),
-        "ANSIBLE_NOCOLOR": "1",
-    }
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(playbook)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    run_tasks(tmp_path, {node.name: node.connection}, tasks, write_podman_config())
