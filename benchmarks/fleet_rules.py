@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/fleet_rules.py [--nodes 2000] [--sd 1.5] [--type p5.48xlarge] [--trials 3]
 
-Each trial simulates a fleet of NODES nodes of one instance type (clusterforge/certify/fleet.py
+Each trial simulates a fleet of NODES nodes of one instance type (clusterforge/certify/fleet/judge.py
 judges it with that type's catalogue rules): healthy matmul figures are normal with a relative
 spread of SD percent; 1 % of the nodes are outliers whose true figure is GAP percent under the
 healthy one, for each GAP of 3, 5, 7, 10, 20, 50 %. Per gap it prints
@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from clusterforge.catalog import load_hardware  # noqa: E402
-from clusterforge.certify.fleet import judge_run  # noqa: E402
-from tests.certify.fleet_sim import fleet  # noqa: E402
+from clusterforge.certify.fleet.judge import judge_run  # noqa: E402
+from tests.certify.fleet.fleet_sim import fleet  # noqa: E402
 
 GAPS = (3.0, 5.0, 7.0, 10.0, 20.0, 50.0)
 HEALTHY = {"local": (46.5, "GFLOP/s")}  # else a GPU type's bf16 TFLOP/s

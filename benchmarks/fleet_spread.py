@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clusterforge.certify.baseline import read_baseline  # noqa: E402
+from clusterforge.certify.fleet.baseline import read_baseline  # noqa: E402
 from clusterforge.journal import stack_dir  # noqa: E402
 
 INVOKE = str(Path(sys.executable).parent / "invoke")

@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/isolate.py [--sizes 8 64 256 1000 4096] [--seeds 1] [--round-seconds 60]
 
-Simulates fleets (clusterforge/certify/isolate_sim.py: healthy 2-node figures 0.45 GB/s with 3 %
+Simulates fleets (clusterforge/certify/network/sim.py: healthy 2-node figures 0.45 GB/s with 3 %
 noise; a node fault scales every group it is in by 0.02-0.7, a link fault only the groups holding
 both of its nodes) with d = 0, 1, 4, 16 random node faults (d <= N/2) and 0-2 link faults, and runs
-the planner (clusterforge/certify/isolate.py) against each. Link faults are put on pairs that round
+the planner (clusterforge/certify/network/planner.py) against each. Link faults are put on pairs that round
 1 tests: a fault between two nodes no group puts together is invisible to every plan short of
 exhaustive pairwise, so only those measure whether a plan tells links from nodes. Figures are
 judged against the fleet median, or the stored baseline where a quarter or more of the nodes are
@@ -32,9 +32,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from clusterforge.certify.isolate import IsolationRules, Planner, TestGroup  # noqa: E402
-from clusterforge.certify.isolate_evidence import upper_median  # noqa: E402
-from clusterforge.certify.isolate_sim import Fleet, random_fleet, run_planner  # noqa: E402
+from clusterforge.certify.network.evidence import upper_median  # noqa: E402
+from clusterforge.certify.network.planner import IsolationRules, Planner, TestGroup  # noqa: E402
+from clusterforge.certify.network.sim import Fleet, random_fleet, run_planner  # noqa: E402
 
 HEALTHY = 0.45
 FAULTS = (0, 1, 4, 16)

@@ -12,13 +12,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from clusterforge.certify.admission import Admission, AdmissionError
-from clusterforge.certify.remote import Runner, node_runner
-from clusterforge.certify.reports import report_run_id
-from clusterforge.certify.slurm_parse import SinfoNode
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.lock import ago
+from clusterforge.node.remote import Runner, node_runner
+from clusterforge.node.reports import report_run_id
 from clusterforge.providers import Node, Provider
+from clusterforge.slurm.admission import Admission, AdmissionError
+from clusterforge.slurm.parse import SinfoNode
 from clusterforge.spec.models import ClusterSpec
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.certify.baseline import Baseline, BaselineStore, Sample
+from clusterforge.certify.fleet.baseline import Baseline, BaselineStore, Sample
 from clusterforge.tasks import baseline as tasks
 from tests.test_tasks import invoke, run_task
 

@@ -168,7 +168,7 @@ class MetricGaps(BaseModel):
 
 
 class FleetRules(_Judged):
-    """How far under the fleet reference a node's figure may fall (clusterforge/certify/fleet.py).
+    """How far under the fleet reference a node's figure may fall (clusterforge/certify/fleet/judge.py).
 
     Gaps are percent of the reference (this run's median for the type, or the stored baseline);
     ``z_warn`` applies the robust z-score 0.6745 (x - median) / MAD, only with enough nodes.

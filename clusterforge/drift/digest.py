@@ -1,7 +1,7 @@
 """A node's digest (what its roles manage, as the node has it now) and what differs from a record.
 
 Gathered with one command per node through the same transport admission uses
-(clusterforge/certify/remote.py): the stdlib probe (probe.py) sent as ``python3 -c``. Cheaper than
+(clusterforge/node/remote.py): the stdlib probe (probe.py) sent as ``python3 -c``. Cheaper than
 an Ansible run: one ``podman exec``/``ssh`` per node, no Python module shipped per task, no facts.
 """
 
@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from clusterforge.certify.remote import Runner
 from clusterforge.drift.manages import Managed
+from clusterforge.node.remote import Runner
 from clusterforge.providers.base import Node
 
 PROBE_SOURCE = (Path(__file__).parent / "probe.py").read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ Convention (docs/INTERFACES.md, "Drift"): every role has ``meta/manages.yml``::
         units: ["{{ _slurm_compute_service }}"]
 
 Each entry is templated with the role's own variables (defaults, vars, the per-OS vars file)
-and the node's inventory variables, the way ``clusterforge.certify.package_pins`` evaluates the
+and the node's inventory variables, the way ``clusterforge.node.pins`` evaluates the
 roles' pins; a list result is flattened, an empty one dropped. Declarations name only what a
 role puts in place and keeps (installed and held packages, rendered or copied files, enabled or
 started units), never facts: they are evaluated on the workstation, before any Ansible runs.
@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 import yaml
 
-from clusterforge.certify.package_pins import ROLES_DIR, PinError, _Lazy, _role_files
+from clusterforge.node.role_vars import ROLES_DIR, RoleVarError, RoleVars, role_files
 
 KINDS = ("packages", "files", "units")
 MANAGES_FILE = "meta/manages.yml"
@@ -96,14 +96,13 @@ def managed_for(
 ) -> Managed:
     """What ``roles`` (role -> play vars of each play applying it, inputs.roles_for) manage on a
     node whose inventory variables are ``variables``."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     found: dict[str, set[str]] = {kind: set() for kind in KINDS}
     for role, plays in roles.items():
         groups = read_manages(role, roles_dir)
-        defaults, role_vars = _role_files(role, os_image)
+        defaults, role_vars = role_files(role, os_image)
         for play_vars in plays or [{}]:
             # Ansible's precedence: role defaults < inventory < play's role vars < role vars.
-            lazy = _Lazy({**defaults, **variables, **play_vars, **role_vars}, env, role)
+            lazy = RoleVars({**defaults, **variables, **play_vars, **role_vars}, role)
             for i, group in enumerate(groups):
                 where = f"roles/{role}/{MANAGES_FILE}: manages[{i}]"
                 try:
@@ -112,6 +111,6 @@ def managed_for(
                     for kind in KINDS:
                         for entry in group.get(kind, []):
                             found[kind].update(_flatten(lazy.template(entry)))
-                except (jinja2.TemplateError, PinError) as exc:
+                except (jinja2.TemplateError, RoleVarError) as exc:
                     raise ManagesError(f"{where}: cannot evaluate: {exc}") from None
     return Managed(*(tuple(sorted(found[k])) for k in KINDS), roles=tuple(roles))

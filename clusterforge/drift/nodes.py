@@ -14,11 +14,11 @@ from typing import Any
 
 import yaml
 
-from clusterforge.certify.remote import Runner
 from clusterforge.drift.decide import Baseline, Decision, decide
 from clusterforge.drift.digest import Gathered, gather_all
 from clusterforge.drift.manages import Managed, ManagesError, managed_for
 from clusterforge.journal import Journal, now_iso
+from clusterforge.node.remote import Runner
 from clusterforge.plan.inputs import digest, read_plays, roles_for, stack_inputs, tree_hash
 from clusterforge.providers.base import Node
 from clusterforge.spec.loader import REPO_ROOT

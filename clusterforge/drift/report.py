@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from clusterforge.certify.remote import Runner, node_runner
 from clusterforge.drift.nodes import decisions, nodes_now
 from clusterforge.journal import Journal
+from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.context import INVENTORIES, PLAYBOOKS
 from clusterforge.providers.base import Provider
 from clusterforge.spec.models import ClusterSpec

@@ -23,17 +23,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 from clusterforge.ansible.runner import PlaybookRun, run_stamp
-from clusterforge.certify import liveness
-from clusterforge.certify.admission import Admission, AdmissionError
-from clusterforge.certify.fleet import FleetJudgement
-from clusterforge.certify.node_config import dumps, profile_for, render_node_config
-from clusterforge.certify.reports import Verdict, merge, read_verdict, stamp_run
+from clusterforge.certify.fleet.judge import FleetJudgement
 from clusterforge.journal import now_iso, write_atomic
+from clusterforge.node.config import dumps, profile_for, render_node_config
+from clusterforge.node.reports import Verdict, merge, read_verdict, stamp_run
 from clusterforge.pipeline import fleet_stage
 from clusterforge.pipeline.context import StackContext
 from clusterforge.pipeline.network_stage import NetworkStep
 from clusterforge.pipeline.scheduler import BaseStage, StageResult
 from clusterforge.providers.base import Node
+from clusterforge.slurm import liveness
+from clusterforge.slurm.admission import Admission, AdmissionError
 
 REGISTER_TIMEOUT_S = 90.0
 
@@ -190,7 +190,7 @@ class CertifyStage(BaseStage):
         return verdicts
 
     def _fleet(self, todo: list[Node], run_id: str) -> FleetJudgement | None:
-        """Judge this batch's figures against the fleet (clusterforge/certify/fleet.py)."""
+        """Judge this batch's figures against the fleet (clusterforge/certify/fleet/judge.py)."""
         for n in todo:
             self.ctx.board.note(n.name, "judging figures against the fleet")
         return fleet_stage.judge(self._fleet_ctx, {n.name: n.instance_type for n in todo}, run_id)

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.ansible.runner import REPO_ROOT, ansible_env, run_stamp
-from clusterforge.certify.remote import Runner, node_runner
 from clusterforge.journal import Journal, stack_dir
+from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.display import Board
 from clusterforge.providers.base import Node, Provider
 from clusterforge.spec.models import ClusterSpec

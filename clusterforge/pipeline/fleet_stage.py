@@ -1,6 +1,6 @@
 """Fleet judging inside the certify stage: this command's reports -> judge -> verdicts -> baseline.
 
-The judge itself is pure (clusterforge/certify/fleet.py); this module does its I/O. The fleet of
+The judge itself is pure (clusterforge/certify/fleet/judge.py); this module does its I/O. The fleet of
 a command is every node it certifies: a batch is judged together with the nodes certified in
 earlier batches of the same command, then against the stored baseline, then the floor. The
 figures of nodes that pass everything (node-side checks, fleet, network) enter the baseline.
@@ -23,11 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterforge.certify.baseline import BaselineError, BaselineStore, record_run
-from clusterforge.certify.fleet import FleetJudgement, NodeFleetVerdict, judge_run
-from clusterforge.certify.fleet_spec import FleetInputs, fleet_inputs
-from clusterforge.certify.reports import Verdict, merge
+from clusterforge.certify.fleet.baseline import BaselineError, BaselineStore
+from clusterforge.certify.fleet.inputs import FleetInputs, fleet_inputs
+from clusterforge.certify.fleet.judge import FleetJudgement, NodeFleetVerdict, judge_run
+from clusterforge.certify.fleet.record import record_run
 from clusterforge.journal import write_atomic
+from clusterforge.node.reports import Verdict, merge
 from clusterforge.spec.models import ClusterSpec
 
 CHECK_ID = "fleet-judging"

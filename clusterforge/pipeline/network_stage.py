@@ -24,18 +24,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterforge.catalog import load_hardware
-from clusterforge.certify import liveness
-from clusterforge.certify.admission import Admission, AdmissionError
-from clusterforge.certify.baseline import Baseline, BaselineError, BaselineStore, Sample
-from clusterforge.certify.group_collectives import CollectiveReferences, baseline_metric, collective_reason
-from clusterforge.certify.group_runner import GroupJobs, RunLog, run_isolation, run_scaling, write_groups_file
-from clusterforge.certify.isolate import IsolationResult, IsolationRules, Planner
-from clusterforge.certify.isolate_reasons import one_line
-from clusterforge.certify.node_config import GPU_GROUP_LAUNCHER, profile_for, render_node_config
-from clusterforge.certify.reports import Verdict
+from clusterforge.certify.fleet.baseline import Baseline, BaselineError, BaselineStore, Sample
+from clusterforge.certify.network.collectives import CollectiveReferences, baseline_metric, collective_reason
+from clusterforge.certify.network.planner import IsolationResult, IsolationRules, Planner
+from clusterforge.certify.network.reasons import one_line
+from clusterforge.certify.network.runner import (
+    GroupJobs,
+    RunLog,
+    run_isolation,
+    run_scaling,
+    write_groups_file,
+)
 from clusterforge.journal import now_iso, write_atomic
+from clusterforge.node.config import GPU_GROUP_LAUNCHER, profile_for, render_node_config
+from clusterforge.node.reports import Verdict
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.providers.base import Node
+from clusterforge.slurm import liveness
+from clusterforge.slurm.admission import Admission, AdmissionError
 
 BASELINE_METRIC = baseline_metric(None)  # "network.2node.busbw": gloo, or nccl all_reduce
 MAX_LENT = 2  # known-good partners lent to a small batch
@@ -314,7 +320,7 @@ class NetworkStep:
                     },
                     "threshold": {f"{k}node.reference": ref.value for k, ref in result.references.items()},
                     "evidence": {
-                        "command": "group tests planned by clusterforge/certify/isolate.py",
+                        "command": "group tests planned by clusterforge/certify/network/planner.py",
                         "lines": [
                             f"round {r.round} {r.purpose}: {' '.join(r.nodes)}: "
                             f"{'no result' if r.figure is None else f'{r.figure:g} GB/s'} ({r.state})"

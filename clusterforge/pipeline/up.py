@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from clusterforge.certify.remote import Runner, node_runner
 from clusterforge.journal import Journal
+from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.certify_stage import CertifyStage
 from clusterforge.pipeline.context import INVENTORIES, PLAYBOOKS, Options, StackContext, StackPaths
 from clusterforge.pipeline.display import Board

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from clusterforge.certify.admission import Admission, AdmissionError
-from clusterforge.certify.remote import Runner, node_runner
-from clusterforge.certify.slurm_parse import expand_hostlist
+from clusterforge.node.remote import Runner, node_runner
 from clusterforge.plan.impact import LiveNode, LiveState
 from clusterforge.providers.base import Node, Provider
+from clusterforge.slurm.admission import Admission, AdmissionError
+from clusterforge.slurm.parse import expand_hostlist
 from clusterforge.spec.models import ClusterSpec
 
 # squeue(1) (Slurm 22.05.8, manpages.ubuntu.com/manpages/lunar/man1/squeue.1.html): -h no header,

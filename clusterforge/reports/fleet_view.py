@@ -13,7 +13,7 @@ import statistics
 from html import escape
 from typing import Any
 
-from clusterforge.certify.group_runner import median_curves
+from clusterforge.certify.network.figures import median_curves
 from clusterforge.reports.summary import num
 from clusterforge.reports.svg import Series, fmt_bytes, fmt_num, line_chart
 

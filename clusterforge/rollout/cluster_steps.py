@@ -25,7 +25,6 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from clusterforge.ansible.runner import PlaybookRun
-from clusterforge.certify.admission import Admission, AdmissionError
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import Options, StackContext
 from clusterforge.pipeline.display import Board
@@ -33,6 +32,7 @@ from clusterforge.pipeline.up import EXIT_INTERRUPTED, Seams, _context, certify
 from clusterforge.plan.live import SQUEUE_RUNNING, parse_squeue_jobs
 from clusterforge.providers.base import Node, Provider
 from clusterforge.rollout.identity import fresh_journal
+from clusterforge.slurm.admission import Admission, AdmissionError
 from clusterforge.spec.models import ClusterSpec
 
 BACK_TIMEOUT_S = 600.0  # a rebooted node must answer the controller again within this

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from clusterforge.certify.admission import failure_reason
 from clusterforge.plan.rollout import UPGRADING_REASON, Batch, RolloutPlan, RolloutRecord, RolloutSteps
+from clusterforge.slurm.admission import failure_reason
 from clusterforge.spec.models import Rollout
 
 STEP_NAMES = ("converge", "reboot", "recertify")

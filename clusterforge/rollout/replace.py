@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
-from clusterforge.certify.admission import REASON_PREFIX, Admission, AdmissionError
 from clusterforge.pipeline.certify_stage import CertifyStage
 from clusterforge.pipeline.context import Options
 from clusterforge.pipeline.display import Board
@@ -44,6 +43,7 @@ from clusterforge.pipeline.up import (
 from clusterforge.providers import Provider, get_provider
 from clusterforge.providers.base import ProviderError, no_progress
 from clusterforge.rollout.identity import fresh_journal, identity, record_replacement
+from clusterforge.slurm.admission import REASON_PREFIX, Admission, AdmissionError
 from clusterforge.spec.models import ClusterSpec
 
 REPLACING_REASON = f"{REASON_PREFIX} replacing"

@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from clusterforge.certify.admission import AdmissionError
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.pipeline.up import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PREFLIGHT, Seams, preflight
 from clusterforge.plan.applied import record_converged
@@ -31,6 +30,7 @@ from clusterforge.providers import Provider, get_provider
 from clusterforge.rollout.cluster_steps import ClusterSteps, StepError
 from clusterforge.rollout.executor import RolloutResult, UpgradeSteps, execute
 from clusterforge.rollout.identity import fresh_journal, identity
+from clusterforge.slurm.admission import AdmissionError
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
 

@@ -1,6 +1,6 @@
 """baseline.show / baseline.export / baseline.import: the stored fleet baselines of a stack.
 
-Thin: the store is ``clusterforge.certify.baseline`` (``.clusterforge/<stack>/baselines/``)."""
+Thin: the store is ``clusterforge.certify.fleet.baseline`` (``.clusterforge/<stack>/baselines/``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from invoke import Context, task
 from invoke.exceptions import Exit
 
 from clusterforge.catalog import load_hardware
-from clusterforge.certify.baseline import Baseline, BaselineError, BaselineStore, read_baseline
+from clusterforge.certify.fleet.baseline import Baseline, BaselineError, BaselineStore, read_baseline
 from clusterforge.spec.checks.base import suggest
 from clusterforge.tasks._cli import friendly
 

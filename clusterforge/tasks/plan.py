@@ -9,8 +9,8 @@ from invoke import Context, task
 from invoke.exceptions import Exit
 from rich.console import Console
 
-from clusterforge.certify.remote import Runner, node_runner
 from clusterforge.journal import Journal, stack_dir
+from clusterforge.node.remote import Runner, node_runner
 from clusterforge.plan.impact import LiveState, plan_impacts
 from clusterforge.plan.live import Previewer, live_state, pulumi_previewer
 from clusterforge.plan.render import Plan, json_text, markdown, table

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.certify.package_pins import ROLES_DIR
 from clusterforge.drift.manages import ManagesError, managed_for, read_manages
 from clusterforge.drift.nodes import nodes_now
 from clusterforge.inventory import render_inventory, write_inventory
+from clusterforge.node.pins import ROLES_DIR
 from clusterforge.plan.inputs import placeholder_nodes
 from clusterforge.spec.loader import REPO_ROOT, load_spec, stack_path
 

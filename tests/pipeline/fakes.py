@@ -12,8 +12,9 @@ import re
 import sys
 import threading
 
-from clusterforge.certify import group_runner, liveness
+from clusterforge.certify.network import runner as group_runner
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, no_progress
+from clusterforge.slurm import liveness
 from clusterforge.spec.models import ClusterSpec
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from clusterforge.certify import liveness
 from clusterforge.journal import Journal
 from clusterforge.pipeline.context import Options
 from clusterforge.pipeline.scheduler import Status
 from clusterforge.pipeline.up import Seams, certify, up
+from clusterforge.slurm import liveness
 from clusterforge.spec.loader import load_spec
 from clusterforge.status import collect
 from tests.pipeline.fakes import FakeProvider, FakeSlurm

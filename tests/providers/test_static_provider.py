@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from clusterforge.catalog import load_hardware
-from clusterforge.certify.remote import command_prefix, node_runner
 from clusterforge.inventory import render_inventory
+from clusterforge.node.remote import command_prefix, node_runner
 from clusterforge.providers import ProviderError, get_provider
 from clusterforge.providers.base import Node
 from clusterforge.providers.static import StaticProvider
@@ -301,7 +301,7 @@ def test_invoke_down_refuses_a_static_stack(tmp_path: Path) -> None:
 
 
 def test_nfs_renders_for_the_role_and_the_node_checks(tmp_path: Path) -> None:
-    from clusterforge.certify.node_config import render_node_config
+    from clusterforge.node.config import render_node_config
 
     path = write_inventory(tmp_path, {"gpu-001": {"ansible_host": "10.0.0.21"}})
     the_spec = spec(path, gpu_count=1).model_copy(
@@ -322,7 +322,7 @@ def test_nfs_renders_for_the_role_and_the_node_checks(tmp_path: Path) -> None:
 
 
 def test_a_dgx_node_expects_its_eight_400g_ports(tmp_path: Path) -> None:
-    from clusterforge.certify.node_config import render_node_config
+    from clusterforge.node.config import render_node_config
 
     path = write_inventory(tmp_path, {"gpu-001": {"ansible_host": "10.0.0.21"}})
     the_spec = spec(path, gpu_count=1, gpu_type="dgx-h100")

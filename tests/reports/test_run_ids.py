@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from clusterforge.certify.reports import report_run_id, stamp_run
+from clusterforge.node.reports import report_run_id, stamp_run
 from clusterforge.reports import read_reports, write_run_html
 
 PASS = {"schema_version": 1, "verdict": "pass", "checks": [{"id": "gloo-allreduce", "status": "pass"}]}

@@ -176,7 +176,7 @@ def test_gpu_burn_records_a_rate_per_gpu_for_the_fleet_judge() -> None:
     result = burn(captured("gpu-burn", "faulty_16gpus_exit0.txt"), 16)
     assert result.metrics["rate_device_15"] == {"value": 6439.0, "unit": "GFLOP/s"}
     assert len([m for m in result.metrics if m.startswith("rate_device_")]) == 16
-    from clusterforge.certify.fleet_metrics import check_figures
+    from clusterforge.certify.fleet.metrics import check_figures
 
     figures = check_figures({"id": "gpu-burn", "status": "fail", "metrics": result.metrics})
     assert [f.metric for f in figures] == ["gpu-burn.rate"]  # one figure: the worst GPU

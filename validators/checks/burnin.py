@@ -286,7 +286,7 @@ class GpuBurn(Check):
                 f"GPU {g.get('index')}: {'OK' if g.get('ok') else 'FAULTY'} errors={g.get('errors')}"
                 + (f", {rate:g} GFLOP/s (median of its progress records)" if rate is not None else "")
             )
-            # Per-device rate for the fleet judge (clusterforge/certify/fleet_metrics.py): a node's
+            # Per-device rate for the fleet judge (clusterforge/certify/fleet/metrics.py): a node's
             # figure is its worst GPU.
             if rate is not None:
                 out.metric(f"rate_device_{g.get('index')}", rate, "GFLOP/s")

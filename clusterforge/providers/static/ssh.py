@@ -1,7 +1,7 @@
 """SSH settings of one static host, as Ansible connection variables and as an ``ssh`` argv.
 
 One source for both: the preflight probe, Ansible and clusterforge's own node commands
-(clusterforge/certify/remote.py reads the same connection variables) reach a host the same way.
+(clusterforge/node/remote.py reads the same connection variables) reach a host the same way.
 
 Host keys are always verified. ``known-hosts`` passes ``StrictHostKeyChecking=yes`` (ssh "will
 never automatically add host keys ... and refuses to connect to hosts whose host key has
@@ -113,7 +113,7 @@ class HostSsh:
         return [*out, self.address, "--"]
 
     def connection(self, python: str = "/usr/bin/python3") -> dict[str, str]:
-        """Ansible connection variables (clusterforge/certify/remote.py reads the same)."""
+        """Ansible connection variables (clusterforge/node/remote.py reads the same)."""
         conn = {
             "ansible_connection": "ssh",
             "ansible_host": self.address,

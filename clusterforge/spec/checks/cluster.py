@@ -231,7 +231,7 @@ class ThresholdOverrides(Check):
     )
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
-        from clusterforge.certify import fleet_rules
+        from clusterforge.certify.fleet import rules as fleet_rules
 
         for name, profile in ctx.spec.certification.profiles.items():
             if not profile.thresholds:
