@@ -19,7 +19,6 @@ import fcntl
 import json
 import os
 import socket
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from clusterforge.journal import stack_dir
+from clusterforge.waiting import wait_until
 
 LOCK_KIND = "clusterforge-stack-lock"
 LOCK_VERSION = 1
@@ -143,8 +143,7 @@ def stack_lock(
     path = path or lock_path(stack)
     fd = _open(path)
     try:
-        told = False
-        while not _try_flock(fd):
+        if not _try_flock(fd):
             holder = _holder_or_none(path)
             who = holder.describe() if holder else "another clusterforge command (no record yet)"
             if not wait:
@@ -153,10 +152,8 @@ def stack_lock(
                     "wait for it to finish, or run again with --wait",
                     holder,
                 )
-            if not told:
-                note(f"stack {stack!r} is busy: {who}; waiting for it (--wait)")
-                told = True
-            time.sleep(poll_s)
+            note(f"stack {stack!r} is busy: {who}; waiting for it (--wait)")
+            wait_until(lambda: _try_flock(fd), timeout_s=None, poll_s=poll_s, pause_first=True)
         try:
             previous = read_holder(path)
         except LockError:

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.ansible.events import HostProgress, ProgressModel, TaskFailure, redact, secret_forms
+from clusterforge.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The project's connection plugins, on ANSIBLE_CONNECTION_PLUGINS (ansible_env below).
@@ -113,9 +113,8 @@ def reap(marker: str, grace_s: float = 3.0) -> list[int]:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + grace_s
-        while sig == signal.SIGTERM and time.monotonic() < deadline and _marked(marker):
-            time.sleep(0.1)
+        if sig == signal.SIGTERM:  # the grace period: wait for them to exit by themselves
+            wait_until(lambda: _marked(marker), lambda left: not left, timeout_s=grace_s, poll_s=0.1)
         pids_left = _marked(marker)
         if not pids_left:
             break

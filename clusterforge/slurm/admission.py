@@ -30,6 +30,7 @@ from clusterforge.slurm.parse import (
     parse_reservations,
     parse_sinfo,
 )
+from clusterforge.waiting import wait_until
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -80,16 +81,15 @@ class Admission:
     ) -> list[str]:
         """Wait until every node is known to Slurm and responding; returns the ones that never were."""
         want = set(names)
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def missing() -> list[str]:
             try:
                 known = self.nodes()
             except AdmissionError:
                 known = {}
-            missing = sorted(n for n in want if n not in known or not known[n].responding)
-            if not missing or time.monotonic() >= deadline:
-                return missing
-            time.sleep(poll_s)
+            return sorted(n for n in want if n not in known or not known[n].responding)
+
+        return wait_until(missing, lambda left: not left, timeout_s=timeout_s, poll_s=poll_s)
 
     # -- changing ----------------------------------------------------------------------------
 
@@ -153,13 +153,12 @@ class Admission:
         """Wait until no job runs on the nodes: sinfo says ``drained`` (``draining`` while jobs
         run, sinfo(1) NODE STATE CODES). Returns the nodes still busy at the deadline."""
         want = set(names)
-        deadline = time.monotonic() + timeout_s
-        while True:
+
+        def busy() -> list[str]:
             states = self.nodes()
-            busy = sorted(n for n in want if n not in states or states[n].state != "drained")
-            if not busy or time.monotonic() >= deadline:
-                return busy
-            sleep(poll_s)
+            return sorted(n for n in want if n not in states or states[n].state != "drained")
+
+        return wait_until(busy, lambda left: not left, timeout_s=timeout_s, poll_s=poll_s, sleep=sleep)
 
     def fail(self, name: str, check_id: str, line: str) -> str:
         """Failed: DRAIN with the failing check as the reason, then leave the hold. Returns the reason."""

@@ -5,14 +5,16 @@ and a destroy that takes exactly its own stack."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from ipaddress import ip_address
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from clusterforge.providers.base import DestroySummary
+from clusterforge.providers.base import DestroySummary, ProviderError
 from clusterforge.providers.local import nodes as nodes_mod
 from clusterforge.providers.local.engine import Engine
 from clusterforge.providers.local.image import SHARED_APT_CACHE
@@ -81,6 +83,35 @@ def test_destroy_summary_counts_every_kind() -> None:
     assert local.render() == "removed 2 containers, 1 network, 1 volume"
     aws = DestroySummary(other={"instance": ["i-1", "i-2", "i-3"], "file system": ["fs-1"]})
     assert not aws.empty and aws.render() == "removed 3 instances, 1 file system"
+
+
+class BootingEngine(Engine):
+    """``systemctl is-system-running`` answers in turn from ``states``; ``--failed`` lists a unit."""
+
+    def __init__(self, *states: str) -> None:
+        super().__init__("podman", "podman")
+        self.states, self.asked = list(states), 0
+
+    def run(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        if "--failed" in args:
+            return subprocess.CompletedProcess(args, 0, "slurmd.service loaded failed failed\n", "")
+        self.asked += 1
+        state = self.states.pop(0)
+        return subprocess.CompletedProcess(args, 0 if state == "running" else 1, f"{state}\n", "")
+
+
+def test_wait_booted_asks_again_until_systemd_has_booted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("clusterforge.waiting.time.sleep", lambda _: None)
+    engine = BootingEngine("Failed to connect to bus", "starting", "degraded")
+    assert nodes_mod.wait_booted(engine, "local-node-001") == "degraded" and engine.asked == 3
+
+
+def test_wait_booted_stops_at_a_state_systemd_does_not_leave(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("clusterforge.waiting.time.sleep", lambda _: None)
+    engine = BootingEngine("starting", "maintenance", "running")
+    with pytest.raises(ProviderError, match="state 'maintenance'.*slurmd.service"):
+        nodes_mod.wait_booted(engine, "local-node-001")
+    assert engine.asked == 2
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ from clusterforge.certify.network.figures import (
 )
 from clusterforge.certify.network.planner import IsolationResult, Planner, TestGroup
 from clusterforge.journal import write_atomic
+from clusterforge.waiting import wait_until
 
 HeadRun = Callable[..., tuple[int, str, str]]
 ConfigFor = Callable[[str, Sequence[str]], dict[str, Any]]  # (node, its peers) -> NODE.json
@@ -174,13 +175,24 @@ def run_round(
         else:
             states[i] = f"not submitted: sbatch exited {rc}: {' '.join((err or out).split())[-160:]}"
     name = jobs.job_name(groups[0].round) if groups else ""
-    deadline = clock() + jobs.deadline_s
     left = set(job_ids)
-    while left and clock() < deadline:
-        sleep(jobs.poll_s)
+
+    def still_queued() -> set[str]:
         rc, out, _ = head(["squeue", "-h", "-o", "%i", "-n", name])
         if rc == 0:  # a failed query (controller busy) is asked again until the deadline
-            left &= set(out.split())
+            left.intersection_update(out.split())
+        return left
+
+    if left:  # the jobs were just submitted: look after a pause
+        wait_until(
+            still_queued,
+            lambda queued: not queued,
+            timeout_s=jobs.deadline_s,
+            poll_s=jobs.poll_s,
+            pause_first=True,
+            clock=clock,
+            sleep=sleep,
+        )
     if left:
         head(["scancel", "-n", name])
         for job_id in left:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clusterforge.spec.models import ClusterSpec
+from clusterforge.waiting import PausedTime, wait_until
 
 BACKUP_POLL_SECONDS = 30
 BACKUP_TIMEOUT_SECONDS = 6 * 3600  # a large file system's first backup takes hours
@@ -113,23 +114,36 @@ def final_backup(
         Tags=[{"Key": "clusterforge:stack", "Value": stack}, {"Key": FINAL_BACKUP_TAG, "Value": "true"}],
     )["Backup"]
     backup_id = backup["BackupId"]
-    waited = 0.0
+
+    def described() -> dict[str, Any]:
+        backups: list[dict[str, Any]] = clients.fsx.describe_backups(BackupIds=[backup_id])["Backups"]
+        (latest,) = backups
+        return latest
+
+    def ended(b: dict[str, Any]) -> bool:
+        return b.get("Lifecycle") in ("AVAILABLE", "FAILED", "DELETED")
+
+    # The timeout counts the polls' pauses (an injected sleep may not wait at all).
+    waited = PausedTime(sleep)
+    if not ended(backup):
+        backup = wait_until(
+            described,
+            ended,
+            timeout_s=timeout_s,
+            poll_s=BACKUP_POLL_SECONDS,
+            pause_first=True,
+            clock=waited.clock,
+            sleep=waited.sleep,
+        )
     state = backup.get("Lifecycle")
-    while state != "AVAILABLE":
-        if state in ("FAILED", "DELETED"):
-            reason = (backup.get("FailureDetails") or {}).get("Message", "no reason given")
-            raise TeardownError(
-                f"final backup {backup_id} of {fs_id} is {state} ({reason}); nothing destroyed"
-            )
-        if waited >= timeout_s:
-            raise TeardownError(
-                f"final backup {backup_id} of {fs_id} is still {state} after {waited / 3600:.1f} h; nothing "
-                "destroyed: run `invoke down` again once it is AVAILABLE (aws fsx describe-backups)"
-            )
-        sleep(BACKUP_POLL_SECONDS)
-        waited += BACKUP_POLL_SECONDS
-        (backup,) = clients.fsx.describe_backups(BackupIds=[backup_id])["Backups"]
-        state = backup.get("Lifecycle")
+    if state in ("FAILED", "DELETED"):
+        reason = (backup.get("FailureDetails") or {}).get("Message", "no reason given")
+        raise TeardownError(f"final backup {backup_id} of {fs_id} is {state} ({reason}); nothing destroyed")
+    if state != "AVAILABLE":
+        raise TeardownError(
+            f"final backup {backup_id} of {fs_id} is still {state} after {waited.elapsed / 3600:.1f} h; nothing "
+            "destroyed: run `invoke down` again once it is AVAILABLE (aws fsx describe-backups)"
+        )
     return backup_id
 
 

@@ -8,11 +8,10 @@ archive cache volume (label ``clusterforge.cache=apt``), which ``destroy`` keeps
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
@@ -20,6 +19,7 @@ from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
+from clusterforge.waiting import wait_until
 
 LABEL_STACK = "clusterforge.stack"
 LABEL_NODE = "clusterforge.node"
@@ -175,8 +175,10 @@ def plan(engine: Engine, spec: ClusterSpec) -> list[PlannedNode]:
     planned = []
     for node in node_defs(spec):
         info = existing.get(node.name)
-        action = "create" if info is None else ("keep" if _state(info) == "running" else "start")
-        planned.append(PlannedNode(node.name, node.pool, node.role, node.instance_type, action))  # type: ignore[arg-type]
+        action: Literal["create", "start", "keep"] = (
+            "create" if info is None else ("keep" if _state(info) == "running" else "start")
+        )
+        planned.append(PlannedNode(node.name, node.pool, node.role, node.instance_type, action))
     return planned
 
 
@@ -203,20 +205,20 @@ def ensure_volumes(engine: Engine, spec: ClusterSpec, apt_cache: bool) -> None:
 
 def wait_booted(engine: Engine, container: str, timeout: float = BOOT_TIMEOUT_S) -> str:
     """Wait for systemd in the container to finish booting; return "running" or "degraded"."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while time.monotonic() < deadline:
+
+    def state() -> str:
         # --wait blocks while systemd is "starting"; it fails at once before dbus is up.
         proc = engine.run(
             "exec", container, "systemctl", "is-system-running", "--wait", check=False, timeout=timeout
         )
-        last = (proc.stdout.strip() or proc.stderr.strip()).splitlines()[-1:] or [""]
-        last = last[0]
-        if last in ("running", "degraded"):
-            return last
-        if last in ("maintenance", "stopping", "offline"):
-            break
-        time.sleep(0.5)
+        lines = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+        return lines[-1] if lines else ""
+
+    # Booted, or a state systemd does not leave by itself.
+    ended = ("running", "degraded", "maintenance", "stopping", "offline")
+    last = wait_until(state, lambda s: s in ended, timeout_s=timeout, poll_s=0.5)
+    if last in ("running", "degraded"):
+        return last
     failed = engine.run(
         "exec", container, "systemctl", "--failed", "--no-legend", "--plain", check=False
     ).stdout
@@ -236,12 +238,13 @@ def create(
     defs = node_defs(spec)
     hosts = {name: _address(info, network_name(spec.stack)) for name, info in existing.items()}
     addresses = free_addresses(spec, set(hosts.values()))
+    cidr = spec.provider.network_cidr if spec.provider.kind == "local" else None
     for node in defs:
         if node.name not in existing:
             hosts[node.name] = next(addresses, "")
             if not hosts[node.name]:
                 raise ProviderError(
-                    f"provider.network_cidr: {spec.provider.network_cidr} has no free address for {node.name}: "
+                    f"provider.network_cidr: {cidr} has no free address for {node.name}: "
                     "choose a larger network (e.g. a /22)"
                 )
     hosts = {name: address for name, address in hosts.items() if address}
