@@ -114,7 +114,8 @@ def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
     )
 
 
-def _run(ctx: StackContext, stages: list[BaseStage], names: list[str], console: Console) -> Outcome:
+def run_stages(ctx: StackContext, stages: list[BaseStage], names: list[str], console: Console) -> Outcome:
+    """Run ``stages`` over the nodes ``names`` (up, certify, a rollout's replace), then summarise."""
     try:
         with ctx.board:
             progress = Scheduler(stages, names, listener=ctx.board.stage).run()
@@ -140,9 +141,10 @@ class Seams:
     inventories: Path = INVENTORIES
 
 
-def _context(
+def stack_context(
     spec: ClusterSpec, provider: Provider, options: Options, board: Board, seams: Seams
 ) -> StackContext:
+    """What every stage of one command shares: the spec, provider, journal, paths and board."""
     paths = StackPaths.for_stack(spec.stack, seams.inventories)
     journal = Journal(spec.stack, paths.state.parent)
     return StackContext(
@@ -169,9 +171,9 @@ def up(
         return Outcome(EXIT_OK)
     planned = provider.plan(spec)
     board = Board([(p.name, p.role) for p in planned], console)
-    ctx = _context(spec, provider, options, board, seams)
+    ctx = stack_context(spec, provider, options, board, seams)
     stages: list[BaseStage] = [ProvisionStage(ctx), ConfigureStage(ctx), CertifyStage(ctx)]
-    return _run(ctx, stages, [p.name for p in planned], console)
+    return run_stages(ctx, stages, [p.name for p in planned], console)
 
 
 class RefreshStage(BaseStage):
@@ -219,6 +221,6 @@ def certify(
     heads = [p.name for p in planned if p.role == "head"]
     board = Board([(n, "gpu") for n in targets], console)
     options = Options(recertify=True, profile=profile, only=frozenset(targets))
-    ctx = _context(spec, provider, options, board, seams)
+    ctx = stack_context(spec, provider, options, board, seams)
     # Heads pass through refresh too (admission needs the head's connection), not through certify.
-    return _run(ctx, [RefreshStage(ctx), CertifyStage(ctx)], heads + targets, console)
+    return run_stages(ctx, [RefreshStage(ctx), CertifyStage(ctx)], heads + targets, console)

@@ -28,7 +28,7 @@ from clusterforge.ansible.runner import PlaybookRun
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import Options, StackContext
 from clusterforge.pipeline.display import Board
-from clusterforge.pipeline.up import EXIT_INTERRUPTED, Seams, _context, certify
+from clusterforge.pipeline.up import EXIT_INTERRUPTED, Seams, certify, stack_context
 from clusterforge.plan.live import SQUEUE_RUNNING, parse_squeue_jobs
 from clusterforge.providers.base import Node, Provider
 from clusterforge.rollout.identity import fresh_journal
@@ -60,7 +60,9 @@ class ClusterSteps:
         self.back_timeout_s = back_timeout_s
         self.poll_s = poll_s
         self._sleep = sleep
-        self.ctx: StackContext = _context(spec, provider, Options(), Board([], console, live=False), seams)
+        self.ctx: StackContext = stack_context(
+            spec, provider, Options(), Board([], console, live=False), seams
+        )
         self.refresh()
 
     # -- plumbing ----------------------------------------------------------------------------

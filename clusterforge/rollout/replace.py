@@ -36,9 +36,9 @@ from clusterforge.pipeline.up import (
     EXIT_PREFLIGHT,
     Outcome,
     Seams,
-    _context,
-    _run,
     preflight,
+    run_stages,
+    stack_context,
 )
 from clusterforge.providers import Provider, get_provider
 from clusterforge.providers.base import ProviderError, no_progress
@@ -198,6 +198,6 @@ def _bring_up(spec: ClusterSpec, provider: Provider, node: str, console: Console
     heads = [p.name for p in provider.plan(spec) if p.role == "head"]
     names = heads + [node]
     board = Board([(n, "head" if n in heads else "gpu") for n in names], console)
-    ctx = _context(spec, provider, Options(only=frozenset([node])), board, seams)
+    ctx = stack_context(spec, provider, Options(only=frozenset([node])), board, seams)
     stages: list[BaseStage] = [ProvisionStage(ctx), ConfigureStage(ctx), CertifyStage(ctx)]
-    return _run(ctx, stages, names, console)
+    return run_stages(ctx, stages, names, console)
