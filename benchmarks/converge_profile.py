@@ -18,6 +18,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
     for path, (_, _, hosts) in zip(args.runs, profiles, strict=True):
         print(f"{path}: {len(hosts)} host(s): {', '.join(sorted(hosts))}")
 
-    def table(title: str, index: int, limit: int | None) -> None:
+    def table(title: str, index: Literal[0, 1], limit: int | None) -> None:
         keys = sorted({k for p in profiles for k in p[index]}, key=lambda k: -profiles[0][index].get(k, 0.0))
         print(f"\n{title:<60} {'host-s':>8}" + (f" {'run 2':>8} {'2/1':>6}" if len(profiles) == 2 else ""))
         for key in keys[:limit]:

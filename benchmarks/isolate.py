@@ -186,7 +186,7 @@ def main() -> int:
             print(f"over 4 rounds: N={r['n']} d={r['d']} L={r['l']}: {r['rounds']} rounds; {why}")
     links_total = sum(int(r["l"]) for r in rows)
     print(
-        f"planner rounds: median {statistics.median(r['rounds'] for r in rows):g}; quick+re-pair told "
+        f"planner rounds: median {statistics.median(int(r['rounds']) for r in rows):g}; quick+re-pair told "
         f"0/{links_total} links apart and missed {sum(int(r['q_missed']) for r in rows)} faults"
     )
     over = [r for r in rows if int(r["rounds"]) > 4]

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clusterforge.providers.local import LocalProvider  # noqa: E402
-from clusterforge.providers.local import image as image_mod  # noqa: E402
-from clusterforge.providers.local.engine import detect_engine  # noqa: E402
-from clusterforge.spec.loader import load_spec, stack_path  # noqa: E402
-from clusterforge.spec.models import ClusterSpec  # noqa: E402
+from clusterforge.providers.local import LocalProvider
+from clusterforge.providers.local import image as image_mod
+from clusterforge.providers.local.engine import detect_engine
+from clusterforge.spec.loader import load_spec, stack_path
+from clusterforge.spec.models import ClusterSpec
 
 
 def make_spec(stack: str, count: int, cidr: str) -> ClusterSpec:
@@ -57,7 +57,8 @@ def apt_install(provider: LocalProvider, spec: ClusterSpec, node: str) -> float:
 
 
 def time_apt(engine, rounds: int) -> tuple[list[float], list[float]]:
-    cold, warm = [], []
+    cold: list[float] = []
+    warm: list[float] = []
     for r in range(rounds):
         plain = LocalProvider(engine, apt_cache=False)
         cached = LocalProvider(engine, apt_cache=True)

@@ -4,16 +4,17 @@ Thin on purpose: all resources are made by the components in ``components/``.
 """
 
 import pulumi
-from components.cluster import build_cluster, export_cluster
+from components.cluster import aws_provider, build_cluster, export_cluster
 
 from clusterforge.spec.loader import load_spec, stack_path
 
 spec, _ = load_spec(stack_path(pulumi.get_stack()))
+provider = aws_provider(spec)  # a clear error for a stack of another provider
 region = pulumi.Config("aws").get("region")
-if region and region != spec.provider.region:
+if region and region != provider.region:
     raise ValueError(
         f"Pulumi.{spec.stack}.yaml: aws:region is {region!r} but stacks/{spec.stack}.yaml says provider.region "
-        f"{spec.provider.region!r}; make them equal"
+        f"{provider.region!r}; make them equal"
     )
 # The AMI resolved on the first run, recorded by clusterforge.providers.aws.automation.
 cluster = build_cluster(spec, recorded_ami=pulumi.Config("clusterforge").get("ami"))

@@ -21,7 +21,7 @@ def run_check(check: Check, ctx: Context) -> CheckResult:
     try:
         reason = check.applies(ctx.config)
         result = skipped(check.id, reason) if reason else check.run(ctx)
-    except Exception as exc:  # a broken check must not take the suite down with it
+    except Exception as exc:  # noqa: BLE001 - a broken check must not take the suite down with it
         result = CheckResult(check.id, "error", f"{type(exc).__name__}: {exc}")
         tb = traceback.format_exc().splitlines()
         result.evidence = {
@@ -42,7 +42,7 @@ def run_checks(
     width = max((len(c.id) for c in checks), default=10)
     for check in checks:
         live = stream is not None and stream.isatty()
-        if live:
+        if live and stream is not None:
             stream.write(f"{check.id:<{width}}  ... ")
             stream.flush()
         result = run_check(check, ctx)

@@ -113,4 +113,5 @@ def managed_for(
                             found[kind].update(_flatten(lazy.template(entry)))
                 except (jinja2.TemplateError, RoleVarError) as exc:
                     raise ManagesError(f"{where}: cannot evaluate: {exc}") from None
-    return Managed(*(tuple(sorted(found[k])) for k in KINDS), roles=tuple(roles))
+    packages, files, units = (tuple(sorted(found[k])) for k in KINDS)
+    return Managed(packages, files, units, roles=tuple(roles))

@@ -102,9 +102,9 @@ def decisions(
         n: now[n].managed
         for n in nodes
         if not force and now[n].managed is not None and configured[n] and baselines[n] is not None
-        and baselines[n].inputs == now[n].inputs  # type: ignore[union-attr]
+        and baselines[n].inputs == now[n].inputs  # type: ignore[union-attr]  # not None: tested just before
     }  # fmt: skip
-    gathered = gather_all({n: nodes[n] for n in worth}, worth, runner)  # type: ignore[arg-type]
+    gathered = gather_all({n: nodes[n] for n in worth}, worth, runner)  # type: ignore[arg-type]  # no None: filtered
     out: dict[str, Decision] = {}
     for name in nodes:
         if now[name].error and not force:
@@ -126,7 +126,7 @@ def record_baselines(
     that cannot be read is never a clean one)."""
     at = now_iso()
     keep = {n: now[n].managed for n in nodes if n in now and now[n].managed is not None}
-    gathered: dict[str, Gathered] = gather_all({n: nodes[n] for n in keep}, keep, runner)  # type: ignore[arg-type]
+    gathered: dict[str, Gathered] = gather_all({n: nodes[n] for n in keep}, keep, runner)  # type: ignore[arg-type]  # no None: filtered
     missing: dict[str, str] = {}
     for name in nodes:
         got = gathered.get(name)

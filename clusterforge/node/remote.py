@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import Node
-from clusterforge.providers.local.engine import engine_for
+from clusterforge.providers.local.engine import EngineName, engine_for
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -24,7 +24,7 @@ class RemoteError(Exception):
     pass
 
 
-_ENGINES = {
+_ENGINES: dict[str, EngineName] = {
     PODMAN_CONNECTION: "podman",  # the local provider's
     "containers.podman.podman": "podman",
     "community.docker.docker": "docker",
@@ -37,7 +37,7 @@ def command_env(node: Node) -> dict[str, str] | None:
     kind = node.connection.get("ansible_connection", "ssh")
     if kind in _ENGINES:
         name = _ENGINES[kind]
-        return engine_for(name, node.connection.get(f"ansible_{name}_executable")).environ()  # type: ignore[arg-type]
+        return engine_for(name, node.connection.get(f"ansible_{name}_executable")).environ()
     return None
 
 
@@ -47,7 +47,7 @@ def command_prefix(node: Node, interactive: bool = False) -> list[str]:
     host = conn.get("ansible_host", node.name)
     if kind in _ENGINES:
         name = _ENGINES[kind]
-        engine = engine_for(name, conn.get(f"ansible_{name}_executable"))  # type: ignore[arg-type]
+        engine = engine_for(name, conn.get(f"ansible_{name}_executable"))
         return engine.argv("exec", *(["-i"] if interactive else []), host)
     if kind == "local":
         return []
@@ -110,4 +110,4 @@ def node_runner(node: Node, timeout_s: float = 120.0) -> Runner:
             return 127, "", f"{exc.filename}: not found"
         return proc.returncode, proc.stdout, proc.stderr
 
-    return run  # type: ignore[return-value]
+    return run

@@ -100,7 +100,7 @@ class RoleVars(Mapping[str, Any]):
         if not isinstance(value, str) or "{" not in value:
             return value
         tmpl = _compiled(value.strip())
-        text = "".join(tmpl.root_render_func(tmpl.new_context(self, shared=True)))  # type: ignore[arg-type]
+        text = "".join(tmpl.root_render_func(tmpl.new_context(self, shared=True)))  # type: ignore[arg-type]  # jinja2 reads any Mapping here; its annotation says dict
         if text.startswith("[") and text.endswith("]"):
             try:
                 return ast.literal_eval(text)

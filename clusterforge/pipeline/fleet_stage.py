@@ -52,7 +52,7 @@ class FleetContext:
     def for_stack(cls, spec: ClusterSpec, profile: str | None, reports_dir: Path) -> FleetContext:
         try:
             inputs, error = fleet_inputs(spec, profile), ""
-        except Exception as exc:  # a bad catalogue or profile must not crash certification
+        except Exception as exc:  # noqa: BLE001 - a bad catalogue or profile must not crash certification
             inputs, error = None, f"{type(exc).__name__}: {exc}"
         return cls(spec.stack, reports_dir, BaselineStore(spec.stack), inputs, error)
 
@@ -83,7 +83,7 @@ def judge(fc: FleetContext, types: Mapping[str, str], run_id: str) -> FleetJudge
             versions=fc.inputs.versions,
             across_versions=fc.inputs.across_versions,
         )
-    except Exception as exc:  # fail closed, with the reason
+    except Exception as exc:  # noqa: BLE001 - fail closed, with the reason
         fc.error = f"{type(exc).__name__}: {exc}"
         return None
     fc.notes = list(judgement.notes)

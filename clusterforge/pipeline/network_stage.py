@@ -20,6 +20,7 @@ figures, stamped with the run id) and ``reports/network-groups.json`` (every gro
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,7 +163,7 @@ class NetworkStep:
         )
         head_run = ctx.runner(self.head, timeout_s=jobs.deadline_s + 120)
 
-        def config_for(name: str, peers: list[str] | tuple[str, ...]) -> dict[str, Any]:
+        def config_for(name: str, peers: Sequence[str]) -> dict[str, Any]:
             return group_node_config(ctx.spec, nodes[name], [nodes[p] for p in peers], jobs.one_launcher)
 
         self.note(list(nodes), "network: group tests (Slurm jobs in the hold)")

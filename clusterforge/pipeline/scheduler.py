@@ -128,7 +128,7 @@ class Scheduler:
         self._cond.notify_all()
         try:
             self._listener(p)
-        except Exception:  # a broken progress display must not stop the pipeline
+        except Exception:  # noqa: BLE001 - a broken progress display must not stop the pipeline
             traceback.print_exc()
 
     # -- workers ----------------------------------------------------------------------------
@@ -148,7 +148,7 @@ class Scheduler:
                     self._set(self.progress[name], Status.RUNNING)
             try:
                 results = stage.run(batch)
-            except Exception as exc:  # one stage's crash fails its batch, not the pipeline
+            except Exception as exc:  # noqa: BLE001 - one stage's crash fails its batch, not the pipeline
                 traceback.print_exc()
                 results = {n: StageResult(False, f"{stage.name} crashed: {exc}") for n in batch}
             with self._cond:

@@ -72,7 +72,7 @@ class NodeImpact:
 
     def actions(self) -> list[str]:
         """``["create", "configure", "reboot", "re-certify", "drain"]``, only those that apply."""
-        out = [] if self.provision == "keep" else [self.provision]
+        out: list[str] = [] if self.provision == "keep" else [self.provision]
         if self.configure:
             out.append("configure")
         if self.reboot:
@@ -104,7 +104,7 @@ def _changes(label: str, old: Mapping[str, str], new: Mapping[str, str]) -> list
 def _provision(
     base: NodeInputs | None, new: NodeInputs | None, live: LiveState
 ) -> tuple[Provision, list[str]]:
-    name = (new or base).name  # type: ignore[union-attr]
+    name = (new or base).name  # type: ignore[union-attr]  # callers pass at least one of the two
     step = live.steps.get(name, "") if live.up else ""
     exists = name in live.nodes and live.nodes[name].exists
     if new is None:

@@ -148,7 +148,7 @@ def read_plays(root: Path, playbook: str = SITE_PLAYBOOK) -> list[Play]:
             continue
         hosts = item.get("hosts", "")
         patterns = tuple(h.strip() for h in (hosts if isinstance(hosts, list) else str(hosts).split(",")))
-        roles = []
+        roles: list[tuple[str, dict[str, Any]]] = []
         for entry in item.get("roles") or []:
             if isinstance(entry, str):
                 roles.append((entry, {}))

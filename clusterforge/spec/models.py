@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SPEC_VERSION = 1
+SPEC_VERSION: Literal[1] = 1
 
 _NAME = r"^[a-z][a-z0-9-]{0,30}$"
 _VERSION = r"^\d+(\.\d+){0,3}$"

@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from invoke.exceptions import Exit, Failure, UnexpectedExit
 
@@ -44,7 +44,7 @@ def friendly(func: F) -> F:
                 f"error: {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for a traceback)", code=1
             ) from None
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps the signature mypy cannot follow
 
 
 EXIT_BUSY = 2  # the stack's lock is held by another command (or its lock file is unusable)

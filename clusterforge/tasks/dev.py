@@ -81,17 +81,18 @@ def _ansible_targets() -> list[str]:
     return targets
 
 
-@task
+@task(name="lint")  # (called, so that mypy sees a Task for tasks.py's add_task)
 def lint(c: Context) -> None:
-    """Run ruff, yamllint and ansible-lint as CI does.
+    """Run ruff, mypy, yamllint and ansible-lint as CI does.
 
-    ruff check, ruff format --check, yamllint --strict (stacks/ roles/ playbooks/ clusterforge/data/
+    ruff check, ruff format --check, mypy (pyproject's [tool.mypy], pydantic plugin), yamllint --strict (stacks/ roles/ playbooks/ clusterforge/data/
     .github/workflows/, config .yamllint), ansible-lint --profile production (roles/ playbooks/, when
     they hold any), and over .github/workflows/ actionlint and zizmor --offline.
     Runs every step, then fails naming the ones that failed."""
     steps: list[tuple[str, str]] = [
         ("ruff check", f"{_bin('ruff')} check ."),
         ("ruff format", f"{_bin('ruff')} format --check ."),
+        ("mypy", _bin("mypy")),  # the files and settings: pyproject.toml [tool.mypy]
     ]
     yaml_dirs = [
         d

@@ -80,7 +80,12 @@ def build_plan(
 )
 @friendly
 def plan(
-    c: Context, stack: str = "", spec: str = "", base: str = "", json: bool = False, format: str = "table"
+    c: Context,
+    stack: str = "",
+    spec: str = "",
+    base: str = "",
+    json: bool = False,
+    format: str = "table",  # noqa: A002 - the option is --format
 ) -> None:
     """Say what the working tree's spec, roles, playbooks and catalogues would do to each node.
 

@@ -35,9 +35,9 @@ def _summary(report: Report) -> str:
     for pool in spec.node_pools:
         it = hw.get(pool.instance_type)
         gpus += pool.count * (it.gpu_count if it else 0)
-    where = spec.provider.kind
+    where: str = spec.provider.kind
     if spec.provider.kind == "aws":
-        where += f" {spec.provider.region}"  # type: ignore[union-attr]
+        where += f" {spec.provider.region}"
     return (
         f"{report.file}: ok: stack {spec.stack!r} on {where}, {len(spec.node_pools)} pools, {nodes} nodes, "
         f"{gpus} GPUs; {len(report.warnings)} warning(s)"
@@ -62,7 +62,7 @@ def check(
     file: str = "",
     suppress: list[str] | None = None,
     json: bool = False,
-    format: str = "text",
+    format: str = "text",  # noqa: A002 - the option is --format
 ) -> None:
     """Check a cluster spec: schema, then every rule against both catalogues.
 

@@ -87,7 +87,7 @@ class Connection(PodmanConnection):
     has_pipelining = True
 
     @ensure_connect
-    def exec_command(self, cmd, in_data=None, sudoable=False):  # type: ignore[no-untyped-def]
+    def exec_command(self, cmd, in_data=None, sudoable=False):
         if in_data is None:  # no pipelined module: exactly the collection's exec
             return super().exec_command(cmd, in_data=None, sudoable=sudoable)
         ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)

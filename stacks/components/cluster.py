@@ -7,6 +7,7 @@ hardware catalogue here, so components never read configuration themselves.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +74,7 @@ def _pool_args(
     spec: ClusterSpec,
     pool: PoolSpec,
     subnet_id: pulumi.Input[str],
-    security_group_ids: list[pulumi.Input[str]],
+    security_group_ids: Sequence[pulumi.Input[str]],
     network: Network,
     iam: NodeIam,
     image: pulumi.Input[str],

@@ -24,6 +24,7 @@ created: a full reservation has no room for the new one while the old one runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
@@ -82,7 +83,7 @@ class NodePoolArgs:
     network_cards: int
     subnet_id: pulumi.Input[str]
     # Groups on the primary (IP) interface; EFA-only interfaces get only the cluster group.
-    security_group_ids: list[pulumi.Input[str]]
+    security_group_ids: Sequence[pulumi.Input[str]]
     cluster_sg_id: pulumi.Input[str]
     instance_profile_name: pulumi.Input[str] | None  # None: no instance profile (the bastion)
     image_id: pulumi.Input[str]
@@ -206,7 +207,7 @@ class NodePool(pulumi.ComponentResource):
                     availability_zone=instance.availability_zone,
                 )
             )
-        self.placement_group_name = pulumi.Output.from_input(group_name) if grouped else None
+        self.placement_group_name = pulumi.Output.from_input(group_name) if group_name is not None else None
         self.launch_template_id = lt.id
         self.register_outputs({"launch_template_id": lt.id, "nodes": [n.instance_id for n in self.nodes]})
 

@@ -26,7 +26,7 @@ class FakeFleet:
         self.down: set[str] = set()  # nodes whose transport fails
         self.probed: list[str] = []
 
-    def runner(self, node, timeout_s: float = 0):  # noqa: ANN001, ANN201 - the seam's shape
+    def runner(self, node, timeout_s: float = 0):
         def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
             if argv[:3] == ["python3", "-c", PROBE_SOURCE]:
                 self.probed.append(node.name)

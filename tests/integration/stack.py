@@ -78,7 +78,7 @@ class Stack:
         return podman("exec", f"{self.name}-head-001", "scontrol", "show", "reservation")
 
 
-def wait_for(what: str, test, timeout: float = 180, poll: float = 1.0):  # noqa: ANN001, ANN201
+def wait_for(what: str, test, timeout: float = 180, poll: float = 1.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = test()

@@ -43,7 +43,7 @@ def not_serving(stack: Stack) -> list[str]:
     return [n for n, (state, _) in sorted(sinfo(stack.name).items()) if n in COMPUTE and state != "idle"]
 
 
-def certify_with_repaired(stack: Stack, *faulted: str):  # noqa: ANN201
+def certify_with_repaired(stack: Stack, *faulted: str):
     """`invoke certify` of the faulted node(s) and of every node an earlier test left drained."""
     return stack.cf("certify", "--nodes", ",".join(sorted({*not_serving(stack), *faulted})))
 

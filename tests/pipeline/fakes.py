@@ -49,7 +49,7 @@ class FakeProvider:
             self.states[p.name],
         )
 
-    def create(self, spec: ClusterSpec, progress=no_progress) -> list[Node]:  # noqa: ANN001
+    def create(self, spec: ClusterSpec, progress=no_progress) -> list[Node]:
         self.created += 1
         for p in self.plan(spec):
             if self.states.get(p.name) != "running":
@@ -91,7 +91,7 @@ class FakeSlurm:
         # The Slurm role holds a new compute node before its slurmd first starts.
         self.nodes.setdefault(name, {"state": "drained", "reason": "clusterforge: certifying"})
 
-    def runner(self, node: Node, timeout_s: float = 0):  # noqa: ANN201 - the seam's shape
+    def runner(self, node: Node, timeout_s: float = 0):
         return self
 
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:

@@ -43,7 +43,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     return {"spec": spec, "slurm": slurm, "provider": provider, "seams": seams, "tmp": tmp_path}
 
 
-def run_up(world: dict, **opts: bool):  # noqa: ANN201
+def run_up(world: dict, **opts: bool):
     out = io.StringIO()
     outcome = up(world["spec"], Options(**opts), console=Console(file=out, width=200), seams=world["seams"])
     return outcome, out.getvalue()

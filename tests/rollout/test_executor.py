@@ -75,7 +75,7 @@ def fleet(n: int, reboot: bool = False) -> tuple[list[NodeImpact], LiveState]:
     return impacts, LiveState(nodes={i.node: LiveNode(i.node, serving=True, pool="gpu") for i in impacts})
 
 
-def run(impacts, live, policy, steps, record=None):  # noqa: ANN001, ANN201
+def run(impacts, live, policy, steps, record=None):
     plan = plan_rollout(
         impacts, live, policy, finished=(record.finished if record else ()), pool_order=["gpu"]
     )

@@ -31,12 +31,12 @@ class Replacing(FakeProvider):
         gen = self.generation.get(p.name, 0)
         return Node(**{**node.__dict__, "provider_id": f"id-{p.name}-{gen}"})
 
-    def replace_node(self, spec, node: str, progress) -> None:  # noqa: ANN001
+    def replace_node(self, spec, node: str, progress) -> None:
         self.generation[node] = self.generation.get(node, 0) + 1
         self.replaced.append(node)
 
 
-def run(world: dict, node: str, **kwargs):  # noqa: ANN003, ANN201
+def run(world: dict, node: str, **kwargs):
     out = io.StringIO()
     outcome = replace(
         world["spec"], node, yes=True, console=Console(file=out, width=250), seams=world["seams"], **kwargs

@@ -20,7 +20,7 @@ from tests.rollout.conftest import COMPUTE, ROOT, with_driver
 NEW = "535.309.01"
 
 
-def run(world: dict, spec=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+def run(world: dict, spec=None, **kwargs):
     out = io.StringIO()
     outcome = upgrade(
         spec or with_driver(world["spec"], NEW),
@@ -108,7 +108,7 @@ def test_second_batch_failing_recertification_stops_the_rollout(
     assert all(r.versions == "" for r in rows)  # one version everywhere again
 
 
-def outcome_spec(world: dict):  # noqa: ANN201
+def outcome_spec(world: dict):
     return with_driver(world["spec"], NEW)
 
 

@@ -89,7 +89,7 @@ class RecordingMonitor(MockMonitor):
     """Pulumi's mock monitor, keeping the resource options the mocks never see (the policies and
     the replacement simulation need dependencies, ignoreChanges and deleteBeforeReplace)."""
 
-    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (the gRPC method name)
+    def RegisterResource(self, request: Any) -> Any:  # the gRPC method's name
         _OPTIONS.value = {
             "urn": self.make_urn(request.parent, request.type, request.name),
             "dependencies": list(request.dependencies),

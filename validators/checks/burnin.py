@@ -36,7 +36,7 @@ def judge_matmul(
         out.limit(floor_key, floor, unit)
     else:
         out.warn(f"no threshold {floor_key} in NODE.json; rates measured, not judged against a floor")
-    digests: Dict[str, List[int]] = {}
+    digests: Dict[str, List[Any]] = {}  # digest -> device indexes, as the workers reported them
     for d in devices:
         i = d.get("index")
         if "error" in d:

@@ -249,7 +249,9 @@ class CheckpointRestart(Check):
             f"training process {proc.pid} killed with SIGKILL after the checkpoint (rc {proc.returncode})"
         )
         out.metric("killed_rc", proc.returncode, "rc")
-        record = next((json.loads(line) for line in lines if line.startswith('{"saved_step"')), {})
+        record: Dict[str, Any] = next(
+            (json.loads(line) for line in lines if line.startswith('{"saved_step"')), {}
+        )
         return record
 
     def _compare(

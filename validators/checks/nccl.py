@@ -63,8 +63,8 @@ def judge_nccl(
         if isinstance((r.get(side) or {}).get("wrong"), int) and r[side]["wrong"] > 0
     ]
     if wrong:
-        sizes = sorted({r.get("size") for r in wrong})
-        out.fail(f"{label}: wrong values at {len(sizes)} message size(s), e.g. {sizes[-1]} B")
+        wrong_sizes = sorted({r.get("size") for r in wrong})
+        out.fail(f"{label}: wrong values at {len(wrong_sizes)} message size(s), e.g. {wrong_sizes[-1]} B")
     oob = parsed.get("out_of_bounds")
     if isinstance(oob, int) and oob > 0:
         out.fail(f"{label}: {oob} out-of-bounds values (# Out of bounds values : {oob} FAILED)")
@@ -90,7 +90,7 @@ def judge_nccl(
     if not judged and size_min is None:
         out.fail(f"{label}: no row with a busbw figure in the output")
         return None
-    if not judged:
+    if not judged and size_min is not None:  # (with no size_min, returned above)
         out.fail(
             f"{label}: no row at or above {int(size_min)} B ({keys['size']}); largest was {max(r.get('size') or 0 for r in rows)} B"
         )

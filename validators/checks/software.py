@@ -219,7 +219,10 @@ def _rpm(ctx: Context, out: Outcome, patterns: Sequence[str]) -> Optional[List[T
     if rc != 0:
         out.fail("cannot list packages: dpkg-query not found; " + describe_failure(argv, rc, stdout, stderr))
         return None
-    return [tuple(line.split("\t", 1)) for line in stdout.splitlines() if "\t" in line]  # type: ignore[misc]
+    return [
+        (name, version)
+        for name, version in (line.split("\t", 1) for line in stdout.splitlines() if "\t" in line)
+    ]
 
 
 class PythonRuntime(Check):

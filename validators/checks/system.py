@@ -161,7 +161,7 @@ KERNEL_LOG_COMMANDS = (["journalctl", "-k", "-b", "-q", "--no-pager"], ["dmesg"]
 
 def read_kernel_log(ctx: Context, out: Outcome) -> Tuple[Optional[str], List[str]]:
     """The kernel log since boot (journalctl, else dmesg), or None with each source's reason."""
-    reasons = []
+    reasons: List[str] = []
     for argv in KERNEL_LOG_COMMANDS:
         out.command(argv)
         rc, stdout, stderr = ctx.run(argv)

@@ -234,11 +234,10 @@ def _parse_text(text: str) -> Dict[str, Any]:
         per_gpu_4 = _PER_GPU_4X.match(stripped)
         if per_gpu_3 or per_gpu_4:
             in_message = False
-            pairs = (
-                [(i, per_gpu_3.group(1)) for i in re.findall(r"\d+", per_gpu_3.group(2))]
-                if per_gpu_3
-                else [(per_gpu_4.group(1), per_gpu_4.group(2))]
-            )
+            if per_gpu_3:
+                pairs = [(i, per_gpu_3.group(1)) for i in re.findall(r"\d+", per_gpu_3.group(2))]
+            elif per_gpu_4:
+                pairs = [(per_gpu_4.group(1), per_gpu_4.group(2))]
             for index, word in pairs:
                 status = normalise_status(word)
                 current["gpus"][index] = status

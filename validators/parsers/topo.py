@@ -28,7 +28,7 @@ def _header_devices(line: str) -> Optional[List[str]]:
         return None
     if not line[:1].isspace() and len(tokens) > 1 and tokens[1] == "X":
         return None  # GPU0's own row ("GPU0  X  NV18 ..."); a header pasted without its leading tab has none
-    devices = []
+    devices: List[str] = []
     for token in tokens:
         if token in ("CPU", "NUMA", "Affinity", "ID") or token == "GPU" and devices:
             break

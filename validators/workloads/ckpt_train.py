@@ -143,7 +143,7 @@ def run(rank: int, world: int, master: str, args: argparse.Namespace) -> int:
     first = 1
     if args.mode == "resume":
         msd, osd = get_state_dict(model, optim)
-        state = {"model": msd, "optim": osd, "step": 0}
+        state: Dict[str, Any] = {"model": msd, "optim": osd, "step": 0}
         start = time.perf_counter()
         dcp.load(state, storage_reader=dcp.FileSystemReader(args.ckpt))
         result["load_seconds"] = time.perf_counter() - start

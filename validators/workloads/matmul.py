@@ -22,7 +22,7 @@ import os
 import sys
 import time
 import warnings
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 warnings.filterwarnings("ignore")
 
@@ -32,7 +32,7 @@ def worker(
 ) -> None:
     try:
         queue.put(_work(index, device_type, dim, seconds, barrier, perturb))
-    except Exception as exc:  # reported, not raised: the parent must name the device
+    except Exception as exc:  # noqa: BLE001 - reported, not raised: the parent must name the device
         queue.put({"index": index, "error": f"{type(exc).__name__}: {exc}"})
 
 
@@ -46,6 +46,10 @@ def _one_ulp(c: Any) -> Any:
     return c
 
 
+def _no_sync() -> None:
+    """The CPU path's stand-in for torch.cuda.synchronize: CPU work is done when it returns."""
+
+
 def _work(
     index: int, device_type: str, dim: int, seconds: float, barrier: Any, perturb: bool
 ) -> Dict[str, Any]:
@@ -56,12 +60,10 @@ def _work(
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
         dtype = torch.bfloat16
-        sync = torch.cuda.synchronize
+        sync: Callable[[], None] = torch.cuda.synchronize
     else:
         device, dtype = torch.device("cpu"), torch.float32
-
-        def sync() -> None:
-            return None
+        sync = _no_sync
 
     gen = torch.Generator().manual_seed(4242)
     a = torch.randn(dim, dim, generator=gen).to(device=device, dtype=dtype)

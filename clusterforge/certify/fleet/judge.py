@@ -206,7 +206,7 @@ def _judge_group(
         gap = _worse_pct(fig.value, ref.value, higher) if ref.value is not None else None
         status, says = "unjudged", f"{shown}, not judged ({note})"
         if ref.kind == "floor" and gap is not None:
-            failed = fig.value < ref.value  # type: ignore[operator]
+            failed = fig.value < ref.value  # type: ignore[operator]  # not None: gap is
             status = "fail" if failed else "pass"
             says = f"{shown}, {'under' if failed else 'at or over'} {ref.says}"
         elif gap is not None:
@@ -236,8 +236,8 @@ def _judge_group(
         values,
         ref.value,
         ref.kind,
-        ref.value * (1 + sign * rules.warn_gap_pct / 100) if bands else None,  # type: ignore[operator]
-        ref.value * (1 + sign * rules.fail_gap_pct / 100) if bands else None,  # type: ignore[operator]
+        ref.value * (1 + sign * rules.warn_gap_pct / 100) if bands else None,  # type: ignore[operator]  # bands: not None
+        ref.value * (1 + sign * rules.fail_gap_pct / 100) if bands else None,  # type: ignore[operator]  # bands: not None
         median if len(values) >= MIN_FLEET_NODES else None,
         mad if len(values) >= MIN_FLEET_NODES else None,
         rules,
@@ -315,6 +315,6 @@ def judge_run(
             groups.append(group)
             for node, verdict in verdicts.items():
                 nodes[node].metrics.append(verdict)
-    for verdict in nodes.values():
-        verdict.notes = [n for n in notes if n.startswith(f"{verdict.instance_type}: ")]
+    for node_verdict in nodes.values():
+        node_verdict.notes = [n for n in notes if n.startswith(f"{node_verdict.instance_type}: ")]
     return FleetJudgement(nodes, groups, notes)

@@ -20,6 +20,7 @@ from clusterforge.certify.network.model import (
     Evidence,
     IsolationRules,
     LinkVerdict,
+    NodeKind,
     NodeVerdict,
     Outcome,
     Reference,
@@ -222,7 +223,7 @@ def _links_and_flaky(
             note = f"; one failure with {other} passed on retry (reported as a flaky link)"
             ev.verdicts[node] = NodeVerdict(node, "pass", pass_reason(ev, node, rules, note))
         else:
-            kind = "link-fault" if state == "link" else "flaky"
+            kind: NodeKind = "link-fault" if state == "link" else "flaky"
             reason = link_reason(ev, key, state, rules)
             if len(faults) > 1:
                 reason = f"{reason} (+{len(faults) - 1} more)"

@@ -129,7 +129,7 @@ def median_curves(groups: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _value(entry: Any) -> float | None:
-    value = entry.get("value") if isinstance(entry, Mapping) else entry
+    value: Any = entry.get("value") if isinstance(entry, Mapping) else entry
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -140,7 +140,8 @@ def _value(entry: Any) -> float | None:
 def parse_cat(text: str) -> dict[str, dict[str, Any] | None]:
     """``CAT_FILES`` output -> path: report dict (None when absent or not JSON)."""
     out: dict[str, dict[str, Any] | None] = {}
-    path, lines = None, []  # type: ignore[var-annotated]
+    path: str | None = None
+    lines: list[str] = []
     for line in [*text.splitlines(), "=== "]:
         if line.startswith("=== "):
             if path is not None:

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 
 from clusterforge.certify.network.evidence import Evidence
-from clusterforge.certify.network.model import IsolationRules, TestGroup
+from clusterforge.certify.network.model import IsolationRules, Purpose, TestGroup
 from clusterforge.certify.network.search import search_round
 
 _PARTNERS = ("pass", "link-fault")
@@ -87,8 +87,8 @@ def plan_round(
             for a, b in pairs:
                 if a in ev.good and b not in ev.good:
                     a, b = b, a  # the never-passed node is the one under test
-                purpose = "confirm" if b in ev.good else "screen"
-                groups.append(TestGroup((a, b), round_no, purpose))  # type: ignore[arg-type]
+                purpose: Purpose = "confirm" if b in ev.good else "screen"
+                groups.append(TestGroup((a, b), round_no, purpose))
             return groups
     pool = _Pool(partners, label)
     left: list[str] = []
@@ -114,7 +114,7 @@ def _pair_among(
     left: list[str], ev: Evidence, label: Mapping[str, str], busy: set[str], round_no: int
 ) -> list[TestGroup]:
     """Pair nodes without a good partner with each other: same label first, never a pair already run."""
-    purpose = "screen"  # no known-good partner: both nodes are under test
+    purpose: Purpose = "screen"  # no known-good partner: both nodes are under test
     groups: list[TestGroup] = []
     by_label: dict[str, list[str]] = defaultdict(list)
     for node in left:
@@ -127,7 +127,7 @@ def _pair_among(
 
 
 def _greedy(
-    members: list[str], ev: Evidence, busy: set[str], groups: list[TestGroup], round_no: int, purpose: str
+    members: list[str], ev: Evidence, busy: set[str], groups: list[TestGroup], round_no: int, purpose: Purpose
 ) -> list[str]:
     unpaired: list[str] = []
     free = [m for m in members if m not in busy]
@@ -137,7 +137,7 @@ def _greedy(
         for j in range(i + 1, len(free)):
             other = free[j]
             if other not in busy and other not in ev.tried[node]:
-                groups.append(TestGroup((node, other), round_no, purpose))  # type: ignore[arg-type]
+                groups.append(TestGroup((node, other), round_no, purpose))
                 busy.update((node, other))
                 break
         else:

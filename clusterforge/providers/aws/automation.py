@@ -72,12 +72,19 @@ class StackLike(Protocol):
 
     name: str
 
-    def preview(self, **kwargs: Any) -> Any: ...
-    def up(self, **kwargs: Any) -> Any: ...
-    def destroy(self, **kwargs: Any) -> Any: ...
-    def outputs(self) -> dict[str, Any]: ...
+    # The keyword arguments this module passes (pulumi.automation.Stack takes many more).
+    def preview(
+        self,
+        *,
+        diff: bool | None = ...,
+        on_event: Callable[[Any], Any] | None = ...,
+        on_output: Callable[[str], Any] | None = ...,
+    ) -> Any: ...
+    def up(self, *, on_output: Callable[[str], Any] | None = ...) -> Any: ...
+    def destroy(self, *, on_output: Callable[[str], Any] | None = ...) -> Any: ...
+    def outputs(self) -> Mapping[str, Any]: ...
     def export_stack(self) -> Any: ...
-    def get_all_config(self) -> dict[str, Any]: ...
+    def get_all_config(self) -> Mapping[str, Any]: ...
     def set_config(self, key: str, value: Any, *, path: bool = False) -> None: ...
 
 
@@ -97,7 +104,7 @@ def backend_notes(
     a passphrase; else the things a person should know (lines to print)."""
     try:
         url = workspace.who_am_i().url or ""
-    except Exception as exc:  # CommandError: not logged in, or the backend is unreachable
+    except Exception as exc:  # noqa: BLE001 - CommandError: not logged in, or the backend is unreachable
         raise BackendNotReady(
             f"pulumi cannot tell which backend to use ({str(exc).strip().splitlines()[-1] if str(exc) else exc}); "
             "run `pulumi login` (Pulumi Cloud), `pulumi login --local`, or `pulumi login s3://BUCKET`"
@@ -146,7 +153,8 @@ def pulumi_stack(
         workspace = workspace_factory(work_dir)
         for line in backend_notes(workspace, stack_name, work_dir, env):
             print(line, file=sys.stderr)
-        return auto.Stack.create_or_select(stack_name, workspace)  # type: ignore[arg-type]
+        # Tests pass a fake WorkspaceLike; the real factory's is a LocalWorkspace.
+        return auto.Stack.create_or_select(stack_name, workspace)  # type: ignore[arg-type]  # a WorkspaceLike
     except FileNotFoundError:  # the CLI vanished between the check and the call
         raise PulumiCliMissing(INSTALL_HINT) from None
 

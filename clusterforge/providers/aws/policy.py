@@ -145,7 +145,7 @@ def no_open_ingress(graph: Graph, ctx: PolicyContext) -> list[Violation]:
             out.append(Violation("no-open-ingress", rule.name, f"ingress from {cidr} (ports {ports})"))
         elif ports == (22, 22) and rule.inputs.get("ipProtocol") == "tcp" and str(ip_network(cidr)) in admin:
             continue
-        elif ip_network(cidr).version != vpc.version or not ip_network(cidr).subnet_of(vpc):  # type: ignore[arg-type]
+        elif ip_network(cidr).version != vpc.version or not ip_network(cidr).subnet_of(vpc):  # type: ignore[arg-type]  # same IP version: checked on the left
             out.append(
                 Violation(
                     "no-open-ingress",
@@ -188,7 +188,9 @@ def efa_fabric(graph: Graph, ctx: PolicyContext) -> list[Violation]:
         elif len(groups) > 1:
             out.append(
                 Violation(
-                    "efa-fabric", lt.name, f"EFA instances split over placement groups {sorted(groups)}"
+                    "efa-fabric",
+                    lt.name,
+                    f"EFA instances split over placement groups {sorted(g for g in groups if g)}",
                 )
             )
         for sg in _efa_groups(lt):

@@ -90,7 +90,7 @@ def run_preflight(
                     "retry; if it persists, check IAM permissions",
                 )
             )
-        except Exception as exc:  # a bug in a check must not hide the other checks' findings
+        except Exception as exc:  # noqa: BLE001 - a bug in a check must not hide the other checks' findings
             out.append(
                 Finding(
                     check.id,

@@ -25,6 +25,7 @@ from clusterforge.providers.aws.preflight_base import (
     AwsClients,
     Check,
     Finding,
+    Level,
     aws_provider,
     error_code,
     live_pools,
@@ -127,8 +128,8 @@ class CapacityBlock(Check):
             )
         return out
 
-    def _finding(self, level: str, subject: str, message: str, fix: str) -> Finding:
-        return Finding(self.id, level, subject, message, fix)  # type: ignore[arg-type]
+    def _finding(self, level: Level, subject: str, message: str, fix: str) -> Finding:
+        return Finding(self.id, level, subject, message, fix)
 
 
 def offer_fix(aws: AwsClients, spec: ClusterSpec, pool: NodePool) -> str:

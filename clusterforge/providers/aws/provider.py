@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from clusterforge.providers.aws.automation import INSTANCE_TYPE, StackDriver
 from clusterforge.providers.aws.inventory import nodes_from_outputs
@@ -71,7 +71,9 @@ class AwsStackProvider:
         planned = []
         for pool in spec.node_pools:
             for name in spec.node_names(pool):
-                action = "create" if changing.get(name) in ("create", "replace") else "keep"
+                action: Literal["create", "keep"] = (
+                    "create" if changing.get(name) in ("create", "replace") else "keep"
+                )
                 planned.append(PlannedNode(name, pool.name, pool.role, pool.instance_type, action))
         return planned
 

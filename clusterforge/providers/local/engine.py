@@ -80,7 +80,7 @@ class Engine:
         self,
         *args: str,
         check: bool = True,
-        input: bytes | None = None,
+        input: bytes | None = None,  # noqa: A002 - subprocess.run's own name for it
         stdin: Any = None,
         timeout: float | None = None,
     ) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clusterforge.providers.base import ProviderError
 from clusterforge.providers.local import config
@@ -220,11 +221,11 @@ def _customise(root: Path, mirrors: Mirrors, suite: str) -> None:
             stale.unlink()
 
 
-def _run(argv: list[str], log: Path, **kwargs: object) -> None:
+def _run(argv: list[str], log: Path, **kwargs: Any) -> None:
     with log.open("ab") as out:
         out.write(f"$ {' '.join(argv)}\n".encode())
         out.flush()
-        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, **kwargs)  # type: ignore[call-overload]
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, **kwargs)
     if proc.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
         raise ProviderError(f"`{' '.join(argv[:3])} …` failed (exit {proc.returncode}); log {log}:\n{tail}")

@@ -166,6 +166,6 @@ def run_preflight(
     for check_id, check in checks:
         try:
             problems.extend(check())
-        except Exception as exc:  # a broken check is a finding, not a crash
+        except Exception as exc:  # noqa: BLE001 - a broken check is a finding, not a crash
             problems.append(Problem("error", check_id, f"check could not run: {exc}"))
     return problems

@@ -276,8 +276,8 @@ def _listed(keys: set[str]) -> list[str]:
 def validator_check_ids() -> list[str] | None:
     """Ids of the node-side checks, from the validators registry; None if it cannot be read."""
     try:
-        from validators import registry  # type: ignore[import-not-found]
-    except Exception:
+        from validators import registry
+    except Exception:  # noqa: BLE001 - any failure to load it only means "no registry to compare with"
         return None
     checks = getattr(registry, "CHECKS", None) or getattr(registry, "REGISTRY", None)
     if not checks:

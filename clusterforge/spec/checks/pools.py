@@ -190,10 +190,10 @@ class EfaPlacementGroup(Check):
                     f"pool {pool.name!r} uses EFA type {pool.instance_type!r} ({it.network.efa_interfaces} EFA "
                     "interfaces) without a placement_group; add placement_group: {strategy: cluster}",
                 )
-            elif pool.placement_group.strategy != "cluster":
+            elif pg.strategy != "cluster":
                 yield warning(
                     f"node_pools[{i}].placement_group.strategy",
-                    f"strategy {pool.placement_group.strategy!r}: EFA collectives want 'cluster' (lowest latency)",
+                    f"strategy {pg.strategy!r}: EFA collectives want 'cluster' (lowest latency)",
                 )
 
 

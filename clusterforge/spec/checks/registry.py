@@ -142,7 +142,7 @@ def run_checks(
             continue
         try:
             issues = list(check_cls().run(ctx))
-        except Exception as exc:  # a broken check must not hide the others' results
+        except Exception as exc:  # noqa: BLE001 - a broken check must not hide the others' results
             detail = traceback.format_exc() if os.environ.get("CLUSTERFORGE_DEBUG") == "1" else ""
             msg = f"check {check_cls.id} failed: {type(exc).__name__}: {exc}{detail}"
             findings.append(Finding("error", CHECK_CRASHED, "", msg, file, None))

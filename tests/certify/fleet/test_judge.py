@@ -11,7 +11,7 @@ import pytest
 
 from clusterforge.catalog import load_hardware
 from clusterforge.certify.fleet.baseline import Baseline, BaselineError, BaselineStore, Sample
-from clusterforge.certify.fleet.judge import FleetJudgement, judge_run
+from clusterforge.certify.fleet.judge import FleetJudgement, MetricVerdict, judge_run
 from clusterforge.certify.fleet.metrics import check_figures, report_figures
 from tests.certify.fleet.fleet_sim import MATMUL, fleet, report
 
@@ -24,7 +24,7 @@ def judge(reports: dict, kind: str = "local", **kwargs: object) -> FleetJudgemen
     return judge_run(reports, dict.fromkeys(reports, kind), catalog=HW, **kwargs)  # type: ignore[arg-type]
 
 
-def matmul(j: FleetJudgement, node: str):  # noqa: ANN201 - a MetricVerdict
+def matmul(j: FleetJudgement, node: str) -> MetricVerdict:
     return next(m for m in j.nodes[node].metrics if m.metric == "matmul-burnin.rate")
 
 
