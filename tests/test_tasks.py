@@ -130,6 +130,7 @@ def test_schema_is_current_and_checks_are_listed(capsys: pytest.CaptureFixture[s
     assert [row.split()[0] for row in capsys.readouterr().out.splitlines()] == check_ids()
 
 
+@pytest.mark.slow
 def test_test_task_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
     (tmp_path / "empty_dir").mkdir()
     result = invoke(
@@ -139,6 +140,7 @@ def test_test_task_fails_when_no_tests_are_collected(tmp_path: Path) -> None:
     assert "collected no tests" in result.stderr
 
 
+@pytest.mark.slow
 def test_test_task_selects_by_marker_expression(tmp_path: Path) -> None:
     """A quoted marker expression reaches pytest whole (text after `--` is re-split by invoke)."""
     (tmp_path / "test_marks.py").write_text(

@@ -1,38 +1,97 @@
-"""`invoke test`'s stages: the phases split the suite exactly, a stage's phases run at the same
-time with their output told apart, and any phase's failure (or empty collection) fails the run."""
+"""`invoke test`'s stages: the phases split the suite exactly, the fast tier comes first and alone,
+a stage's phases run at the same time with their output told apart and their counts read, and any
+phase's failure (or empty collection) fails the run."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from clusterforge.tasks.test_stages import STAGES, Outcome, Phase, run_stage, verdict
+from clusterforge.tasks.test_stages import (
+    PHASES,
+    STAGES,
+    SUMMARY,
+    Outcome,
+    Phase,
+    chosen_stages,
+    describe,
+    pytest_argv,
+    run_stage,
+    verdict,
+)
 
 REPO = Path(__file__).resolve().parents[1]
-STATIC = "tests/integration/test_static_stack.py"  # its own nodes, judged by floors: the first stage
+STATIC = "tests/integration/test_static_stack.py"  # its own nodes, judged by floors: beside the roles
 
 
-def _collected(*args: str) -> set[str]:
+# One collection of everything (``-m ""``: no marker filter), each test with its markers as the
+# hooks left them (tests/integration/conftest.py adds shared_stack, tests/fixtures/aws.py slow).
+COLLECT = """
+import json, sys, pytest
+class Marks:
+    def pytest_collection_finish(self, session):
+        rows = {i.nodeid: sorted({m.name for m in i.iter_markers()}) for i in session.items}
+        print("MARKS " + json.dumps(rows))
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "", "tests"], plugins=[Marks()]))
+"""
+
+
+def _collected() -> dict[str, set[str]]:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        [sys.executable, "-c", COLLECT], cwd=REPO, capture_output=True, text=True, timeout=600, check=False
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {line for line in proc.stdout.splitlines() if "::" in line}
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("MARKS ")]
+    return {test: set(marks) for test, marks in json.loads(line[len("MARKS ") :]).items()}
+
+
+class _Marks(dict[str, bool]):
+    """A name lookup for eval: a marker a test has is true, any other name false."""
+
+    def __missing__(self, name: str) -> bool:
+        return False
+
+
+def selects(args: tuple[str, ...], test: str, marks: set[str]) -> bool:
+    """Whether ``pytest ARGS`` runs ``test``: its paths and ``--ignore=`` by prefix, ``-m`` by the
+    expression (``and``/``or``/``not``/parentheses over marker names: Python's own precedence)."""
+    paths, ignored, expr = [], [], ""
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "-m":
+            expr = rest.pop(0)
+        elif arg.startswith("--ignore="):
+            ignored.append(arg.split("=", 1)[1])
+        elif not arg.startswith("-"):
+            paths.append(arg)
+        else:
+            raise AssertionError(f"a phase's argument this test cannot read: {arg!r}")
+    assert re.fullmatch(r"[\w\s()]*", expr), expr
+    inside = any(test == p or test.startswith(p.rstrip("/") + "/") for p in paths)
+    outside = any(test.startswith(p.rstrip("/") + "/") for p in ignored)
+    return (
+        inside
+        and not outside
+        and (not expr or bool(eval(expr, {"__builtins__": {}}, _Marks.fromkeys(marks, True))))
+    )
 
 
 @pytest.mark.slow
 def test_the_phases_split_the_default_suite_exactly() -> None:
-    everything = _collected("tests")  # the default selection (pyproject: not long)
-    phases = {phase.name: _collected(*phase.args) for stage in STAGES for phase in stage}
+    tests = _collected()
+    assert len(tests) > 1000
+    default = ("tests", "-m", "not long")  # pyproject's addopts
+    everything = {t for t, marks in tests.items() if selects(default, t, marks)}
+    phases = {
+        name: {t for t, m in tests.items() if selects(phase.args, t, m)} for name, phase in PHASES.items()
+    }
     union = set().union(*phases.values())
     assert union == everything, {
         "missing": sorted(everything - union)[:20],
@@ -44,11 +103,65 @@ def test_the_phases_split_the_default_suite_exactly() -> None:
             assert not phases[a] & phases[b], (a, b, sorted(phases[a] & phases[b])[:5])
     certification = phases["certification"]
     assert certification and all(t.startswith("tests/integration/") for t in certification)
-    assert not any(t.startswith(STATIC) for t in certification)  # floors judge it: the first stage
+    assert not any(t.startswith(STATIC) for t in certification)  # floors judge it: not alone
     shared = {
         t for n in names if n != "certification" for t in phases[n] if t.startswith("tests/integration/")
     }
     assert shared and all(t.startswith(STATIC) for t in shared), sorted(shared)
+
+
+def test_the_selection_reader_follows_pytest() -> None:
+    args = ("tests", "--ignore=tests/roles", "-m", "integration and not (shared_stack or long)")
+    assert selects(args, "tests/x/test_a.py::t", {"integration"})
+    assert not selects(args, "tests/roles/test_a.py::t", {"integration"})
+    assert not selects(args, "tests/x/test_a.py::t", {"integration", "shared_stack"})
+    assert not selects(("tests/roles",), "tests/rolesque/test_a.py::t", set())
+    assert selects(
+        ("tests", "-m", "not integration and not slow"), "tests/test_a.py::t[1-2]", {"parametrize"}
+    )
+    with pytest.raises(AssertionError, match="cannot read"):
+        selects(("tests", "-k", "spec"), "tests/test_a.py::t", set())
+
+
+def test_the_fast_tier_runs_first_alone_on_every_core_and_certification_last_alone() -> None:
+    assert [p.name for p in STAGES[0]] == ["fast"] and [p.name for p in STAGES[-1]] == ["certification"]
+    fast = PHASES["fast"]
+    assert fast.args[-1] == "not integration and not slow and not long" and fast.workers == "auto"
+    assert pytest_argv("py", fast, ["-x"])[:7] == ["py", "-m", "pytest", "tests", "-m", fast.args[-1], "-n"]
+    assert "-n" not in pytest_argv("py", PHASES["certification"], [])  # one process: it judges speed
+
+
+def test_chosen_phases_keep_the_stages_order_and_a_typo_names_the_phases() -> None:
+    stages = chosen_stages(["certification", "roles", "slow"])
+    assert [[p.name for p in stage] for stage in stages] == [["slow", "roles"], ["certification"]]
+    assert chosen_stages(["fast"]) == (STAGES[0],)
+    with pytest.raises(
+        ValueError, match="unknown test phase.*rolls.*fast, slow, roles, containers, certification"
+    ):
+        chosen_stages(["rolls"])
+
+
+@pytest.mark.parametrize(
+    ("line", "counts"),
+    [
+        (
+            "========== 1203 passed, 4 skipped, 350 deselected in 95.21s (0:01:35) ==========\n",
+            "1203 passed, 4 skipped, 350 deselected",
+        ),
+        ("==== 2 failed, 10 passed, 1 warning in 3.10s ====\n", "2 failed, 10 passed, 1 warning"),
+        ("=========== no tests ran in 0.01s ===========\n", "no tests ran"),
+        ("=========================== short test summary info ============================\n", None),
+        ("tests/x.py::test_y PASSED in 1.0s\n", None),
+    ],
+)
+def test_the_summary_line_gives_the_counts(line: str, counts: str | None) -> None:
+    found = SUMMARY.match(line)
+    assert (found["counts"].rstrip(", ") if found else None) == counts
+
+
+def test_describe_says_wall_time_and_counts() -> None:
+    line = describe(Outcome("fast", 0, 95.2, "1203 passed, 4 skipped"))
+    assert line == "test phase fast: passed (pytest exit 0) after 95 s wall: 1203 passed, 4 skipped"
 
 
 @pytest.mark.parametrize(
@@ -77,8 +190,8 @@ case "$*" in
   *first*) i=0
     while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
     [ -e {flag} ] || exit 3
-    echo "saw second"; sleep 1; exit 0;;
-  *second*) touch {flag}; echo "args $*"; exit 1;;
+    echo "saw second"; sleep 0.3; echo "==== 3 passed in 1.00s ===="; exit 0;;
+  *second*) touch {flag}; echo "args $*"; echo "== 1 failed, 2 passed in 0.50s =="; exit 1;;
 esac
 """
     )
@@ -86,7 +199,10 @@ esac
     stage = (Phase("first", ("tests/first",), "waits"), Phase("second", ("tests/second",), "writes"))
     lines: list[str] = []
     outcomes = run_stage(str(stub), stage, ["--durations=5"], tmp_path, dict(os.environ), lines.append)
-    assert [(o.phase, o.code) for o in outcomes] == [("first", 0), ("second", 1)]
+    assert [(o.phase, o.code, o.counts) for o in outcomes] == [
+        ("first", 0, "3 passed"),
+        ("second", 1, "1 failed, 2 passed"),
+    ]
     first, second = outcomes
     assert second.seconds < first.seconds  # each phase's own time: "second" ended first
     assert "[first] saw second\n" in lines

@@ -10,7 +10,16 @@ from pathlib import Path
 from invoke import Context, task
 from invoke.exceptions import Exit
 
-from clusterforge.tasks.test_stages import PYTEST_NO_TESTS, STAGES, describe, run_stage, verdict
+from clusterforge.tasks.test_stages import (
+    PHASES,
+    PYTEST_NO_TESTS,
+    STAGES,
+    Phase,
+    chosen_stages,
+    describe,
+    run_stage,
+    verdict,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,23 +32,46 @@ def _bin(name: str) -> str:
 
 @task(
     help={
+        "fast": "only the fast tier: no container, tool chain or server, on every core (pytest-xdist)",
+        "phases": f"only these phases of the staged suite, comma separated: {', '.join(PHASES)}",
         "path": "test path(s) to run instead of tests/ (space separated)",
         "marks": "pytest -m expression; selects by marker (one pytest run)",
         "serial": "run the whole suite's phases one after another (a busy machine, or to time each)",
     }
 )
-def test(c: Context, path: str = "tests", marks: str = "", serial: bool = False) -> None:
+def test(
+    c: Context,
+    fast: bool = False,
+    phases: str = "",
+    path: str = "tests",
+    marks: str = "",
+    serial: bool = False,
+) -> None:
     """Run pytest over tests/ with this venv's Python.
 
     The whole suite (no path, no --marks) runs in stages (clusterforge/tasks/test_stages.py): the
-    fast tests beside the container role tests, then the certification suites alone, since they
-    judge speed. `--marks "not integration"` selects by marker (the fast tests, no containers).
-    Extra pytest arguments go after `--`, e.g. `invoke test -- -k spec -x` (invoke joins them
-    with spaces, so pass quoted expressions through --marks). Exits with pytest's code; no
+    fast tier alone on every core; then the slow tier (real tool chains), the container role tests
+    and the other container tests side by side; then the certification suites alone, since they
+    judge speed. Each phase's last line gives its wall time and test counts. `--fast` runs the fast
+    tier only (what to run after every change); `--phases slow,roles` the named phases only.
+    Extra pytest arguments go after `--`, e.g. `invoke test --fast -- -k spec -x` (invoke joins
+    them with spaces, so pass quoted expressions through --marks). Exits with pytest's code; no
     tests collected (pytest's 5) is a failure."""
     extra = shlex.split(c.remainder)
+    if fast or phases:
+        if path != "tests" or marks:
+            raise Exit(
+                "--fast and --phases choose phases of the staged suite: give no path or --marks", code=1
+            )
+        names = ["fast"] if fast else [n.strip() for n in phases.split(",") if n.strip()]
+        try:
+            stages = chosen_stages(names)
+        except ValueError as exc:
+            raise Exit(str(exc), code=1) from None
+        _test_in_stages(extra, serial, stages)
+        return
     if path == "tests" and not marks:
-        _test_in_stages(extra, serial)
+        _test_in_stages(extra, serial, STAGES)
         return
     select = f"-m {shlex.quote(marks)}" if marks else ""
     cmd = f"{shlex.quote(sys.executable)} -m pytest {shlex.quote(path)} {select} {c.remainder}".strip()
@@ -51,9 +83,9 @@ def test(c: Context, path: str = "tests", marks: str = "", serial: bool = False)
         raise Exit(code=code)
 
 
-def _test_in_stages(extra: list[str], serial: bool) -> None:
+def _test_in_stages(extra: list[str], serial: bool, chosen: tuple[tuple[Phase, ...], ...]) -> None:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    stages = [(phase,) for stage in STAGES for phase in stage] if serial else STAGES
+    stages = [(phase,) for stage in chosen for phase in stage] if serial else chosen
     outcomes = []
     for stage in stages:
         outcomes += run_stage(sys.executable, stage, extra, ROOT, env)

@@ -17,6 +17,9 @@ import yaml
 
 from clusterforge.ansible.runner import PlaybookRun, reap
 
+# slow: real ansible-playbook runs (and signals to them)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PLAY = [

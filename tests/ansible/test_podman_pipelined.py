@@ -77,6 +77,7 @@ def _execs(calls: list[dict]) -> list[dict]:
     return [c for c in calls if c["argv"][0] == "exec"]
 
 
+@pytest.mark.slow
 def test_each_module_is_one_interactive_exec_with_the_module_on_stdin(tmp_path: Path) -> None:
     calls = _play(tmp_path, "podman_pipelined", [*COMMANDS, CHECK])
     execs = _execs(calls)
@@ -87,6 +88,7 @@ def test_each_module_is_one_interactive_exec_with_the_module_on_stdin(tmp_path: 
     assert not [c for c in calls if c["argv"][0] == "cp"]  # nothing copied into the node
 
 
+@pytest.mark.slow
 def test_the_collections_plugin_spends_several_execs_per_module(tmp_path: Path) -> None:
     """What the project's plugin saves: temp folder, copy, run and clean-up per module."""
     calls = _play(tmp_path, "containers.podman.podman", [*COMMANDS, CHECK])
@@ -94,6 +96,7 @@ def test_the_collections_plugin_spends_several_execs_per_module(tmp_path: Path) 
     assert len([c for c in calls if c["argv"][0] == "cp"]) == len(COMMANDS)
 
 
+@pytest.mark.slow
 def test_file_transfers_and_failures_still_work(tmp_path: Path) -> None:
     dest = tmp_path / "copied.txt"
     tasks = [

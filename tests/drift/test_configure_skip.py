@@ -51,6 +51,7 @@ def fleet(world: dict) -> FakeFleet:  # noqa: F811
     return fake
 
 
+@pytest.mark.slow
 def test_converged_nodes_skip_drifted_and_unreadable_converge(world: dict, fleet: FakeFleet) -> None:  # noqa: F811
     first, text = run_up(world)
     assert first.code == 0, text

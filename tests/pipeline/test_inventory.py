@@ -157,6 +157,7 @@ def test_unknown_instance_type_is_refused(tmp_path: Path) -> None:
         render_inventory(spec, bad, tmp_path / "k")
 
 
+@pytest.mark.slow
 def test_written_inventory_reads_back_with_ansible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TMP"):
         monkeypatch.setenv(var, str(tmp_path / var.lower()))

@@ -49,6 +49,7 @@ def run_up(world: dict, **opts: bool):
     return outcome, out.getvalue()
 
 
+@pytest.mark.slow
 def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world: dict) -> None:
     outcome, text = run_up(world)
     assert outcome.code == 0, text
@@ -79,6 +80,7 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     assert "certified earlier" in text
 
 
+@pytest.mark.slow
 def test_configure_failure_and_dead_node_are_quarantined_then_recovered(
     world: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -106,6 +108,7 @@ def test_configure_failure_and_dead_node_are_quarantined_then_recovered(
     assert "certified earlier" in again.progress["node-001"].reason
 
 
+@pytest.mark.slow
 def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CF_TEST_FAIL_CERT", "node-003")
     outcome, text = run_up(world)
@@ -123,6 +126,7 @@ def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: p
     assert row.slurm_reason.startswith("clusterforge: software-versions")
 
 
+@pytest.mark.slow
 def test_slow_network_drains_and_on_demand_certify_recovers(world: dict) -> None:
     slurm: FakeSlurm = world["slurm"]
     outcome, _ = run_up(world)
@@ -163,6 +167,7 @@ def test_unknown_node_for_certify_is_refused(world: dict) -> None:
     assert outcome.code == 2 and "node-009" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_failed_head_blocks_the_compute_nodes(world: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "head-001")
     outcome, _ = run_up(world)
@@ -174,6 +179,7 @@ def test_failed_head_blocks_the_compute_nodes(world: dict, monkeypatch: pytest.M
     assert not any(c[0] == "scontrol" for c in world["slurm"].calls)  # nothing held or admitted
 
 
+@pytest.mark.slow
 def test_compute_failures_that_stop_the_playbook_are_not_blamed_on_the_head(
     world: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,6 +195,7 @@ def test_compute_failures_that_stop_the_playbook_are_not_blamed_on_the_head(
     )
 
 
+@pytest.mark.slow
 def test_a_node_whose_slurmd_does_not_answer_fails_alone(world: dict) -> None:
     slurm: FakeSlurm = world["slurm"]
     slurm.silent = {"node-002"}  # registered and idle, but its probe job never finishes
@@ -202,6 +209,7 @@ def test_a_node_whose_slurmd_does_not_answer_fails_alone(world: dict) -> None:
     assert slurm.reservation is None  # nobody left in the hold
 
 
+@pytest.mark.slow
 def test_a_node_slurm_has_down_fails_alone_without_a_probe(world: dict) -> None:
     slurm: FakeSlurm = world["slurm"]
     original = slurm._answer
@@ -222,6 +230,7 @@ def test_a_node_slurm_has_down_fails_alone_without_a_probe(world: dict) -> None:
     assert probes and "node-003" not in probes[0][7:]
 
 
+@pytest.mark.slow
 def test_a_certification_cut_short_is_done_again_by_the_next_up(world: dict) -> None:
     outcome, _ = run_up(world)
     assert outcome.code == 0

@@ -24,13 +24,21 @@ def commit(root: Path, message: str) -> None:
     git(root, "commit", "-q", "-m", message)
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    root = tmp_path / "repo"
+@pytest.fixture(scope="session")
+def base_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The repository made once per session; each test gets a copy of it (``repo``)."""
+    root = tmp_path_factory.mktemp("plan-base") / "repo"
     for part in PARTS:
         shutil.copytree(REPO_ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     git(root, "init", "-q", "-b", "main")
     commit(root, "base")
+    return root
+
+
+@pytest.fixture
+def repo(base_repo: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(base_repo, root, symlinks=True)  # its own working tree and history
     return root
 
 

@@ -63,6 +63,7 @@ def assert_invariants(impacts: list[NodeImpact], live: LiveState, policy: Rollou
 
 
 @pytest.mark.parametrize("max_unavailable", [1, 3, 64, "5%", "50%", "100%"])
+@pytest.mark.slow
 def test_batches_respect_max_unavailable_and_pools_on_a_fleet(max_unavailable: int | str) -> None:
     impacts, live = fleet(serving_share=0.9)
     assert_invariants(impacts, live, Rollout(max_unavailable=max_unavailable))

@@ -94,6 +94,39 @@ def test_certify_takes_stack_nodes_and_profile_and_keeps_the_reports() -> None:
     assert any(u.startswith("mikepenz/action-junit-report@") for u in uses)
 
 
+def test_a_pull_request_runs_for_every_file_that_can_change_behaviour() -> None:
+    wf = workflows()["cluster-change.yml"]
+    on = wf.get("on") or wf.get(True)  # YAML 1.1 reads the key `on` as true
+    patterns = on["pull_request"]["paths"]
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    # Documentation only: README.md, docs/, a role's README. Everything else is code, a test, a
+    # setting or data some code reads.
+    behaviour = [f for f in tracked if not (f.startswith("docs/") or f.endswith(".md"))]
+    assert len(behaviour) > 500
+    uncovered = [f for f in behaviour if not any(_matches(f, p) for p in patterns)]
+    assert uncovered == [], f"add these to cluster-change.yml's paths: {sorted(uncovered)[:20]}"
+    for must in ("clusterforge/**", "tests/**", "pyproject.toml", "tasks.py", ".ci/**"):
+        assert must in patterns
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """GitHub's paths filter for the two forms used: ``folder/**`` and an exact file."""
+    return path.startswith(pattern[: -len("**")]) if pattern.endswith("/**") else path == pattern
+
+
+def test_the_test_jobs_are_the_staged_suites_phases() -> None:
+    from clusterforge.tasks.test_stages import PHASES
+
+    job = workflows()["cluster-change.yml"]["jobs"]["test"]
+    assert [row["phase"] for row in job["strategy"]["matrix"]["include"]] == list(PHASES)
+    assert job["strategy"]["fail-fast"] is False  # one tier's failure does not hide another's
+    (run,) = [s["run"] for s in job["steps"] if "invoke test" in str(s.get("run", ""))]
+    assert run.startswith('.venv/bin/invoke test --phases "$PHASE"')
+
+
+@pytest.mark.slow
 def test_every_invoke_step_names_a_task_that_exists() -> None:
     listed = subprocess.run(
         [str(REPO_ROOT / ".venv" / "bin" / "invoke"), "--list"],
@@ -167,6 +200,7 @@ def step_env(tmp_path: Path, base: str) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_the_cheap_steps_run_on_a_spec_change(tree: tuple[Path, str], tmp_path: Path) -> None:
     root, base = tree
     found = cheap_steps()
@@ -185,6 +219,7 @@ def test_the_cheap_steps_run_on_a_spec_change(tree: tuple[Path, str], tmp_path: 
     assert (tmp_path / "output.txt").read_text() == "pending=true\n"  # apply.yml then runs the upgrade
 
 
+@pytest.mark.slow
 def test_the_plan_steps_fail_the_job_on_a_bad_spec(tree: tuple[Path, str], tmp_path: Path) -> None:
     root, base = tree
     spec = root / "stacks" / "wftest.yaml"

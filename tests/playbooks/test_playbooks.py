@@ -43,6 +43,7 @@ def test_playbooks_found() -> None:
 
 
 @pytest.mark.parametrize("playbook", PLAYBOOKS, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_playbook_syntax(playbook: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [_playbook_cmd(), "--syntax-check", "-i", str(INVENTORY), str(playbook)],
@@ -87,6 +88,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _render(tmp_path_factory.mktemp("render"))
 
 
+@pytest.mark.slow
 def test_slurm_conf_declares_typed_gpu_gres_and_nodes(rendered: Path) -> None:
     conf = (rendered / "slurm.conf").read_text()
     lines = conf.splitlines()
@@ -105,6 +107,7 @@ def test_slurm_conf_declares_typed_gpu_gres_and_nodes(rendered: Path) -> None:
     assert any(line.startswith("PartitionName=gpu Nodes=gpu-001,gpu-002 Default=YES") for line in lines), conf
 
 
+@pytest.mark.slow
 def test_gres_conf_names_device_files(rendered: Path) -> None:
     gres = [line for line in (rendered / "gres.conf").read_text().splitlines() if not line.startswith("#")]
     assert gres == [
@@ -113,6 +116,7 @@ def test_gres_conf_names_device_files(rendered: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_gres_autodetects_with_nvml_only_where_asked(tmp_path: Path) -> None:
     # auto (the default, above) found no gpu_nvml.so on this machine: no AutoDetect line.
     nvml = _render(tmp_path, slurm_gres_autodetect="nvml")
@@ -120,6 +124,7 @@ def test_gres_autodetects_with_nvml_only_where_asked(tmp_path: Path) -> None:
     assert gres[0] == "AutoDetect=nvml" and gres[1].startswith("NodeName=gpu-001 Name=gpu Type=h100")
 
 
+@pytest.mark.slow
 def test_topology_and_cgroup_conf(rendered: Path) -> None:
     topo = [line for line in (rendered / "topology.conf").read_text().splitlines() if line and line[0] != "#"]
     assert topo == ["SwitchName=leaf-1 Nodes=gpu-001,gpu-002"]
@@ -127,6 +132,7 @@ def test_topology_and_cgroup_conf(rendered: Path) -> None:
     assert "CgroupPlugin=autodetect" in cgroup and "ConstrainDevices=yes" in cgroup
 
 
+@pytest.mark.slow
 def test_health_check_wrapper_is_valid_python(rendered: Path) -> None:
     script = rendered / "clusterforge-healthcheck.py"
     py_compile.compile(str(script), doraise=True)

@@ -5,9 +5,6 @@ VPC quotas) with botocore's Stubber, whose responses are validated against the s
 from __future__ import annotations
 
 import datetime as dt
-import socket
-import urllib.request
-from collections.abc import Iterator
 
 import boto3
 import pytest
@@ -17,6 +14,7 @@ from clusterforge.catalog import load_hardware
 from clusterforge.providers.aws import preflight as pf
 from clusterforge.spec.loader import load_spec, stack_path
 from clusterforge.spec.models import ClusterSpec
+from tests.fixtures.aws import reset
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 PROD_CR = "cr-0a1b2c3d4e5f60718"
@@ -46,26 +44,9 @@ def fake_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-
-
 @pytest.fixture
 def moto(moto_url: str, fake_credentials: None) -> str:
-    urllib.request.urlopen(
-        urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10
-    ).close()
+    reset(moto_url)  # the session's server (tests/fixtures/aws.py), emptied
     return moto_url
 
 
@@ -85,13 +66,11 @@ def _clients(**overrides: object) -> pf.AwsClients:
 # --- moto: offerings and instance type facts ---------------------------------------------------
 
 
-@pytest.mark.integration
 def test_prod_types_are_offered_in_its_zone(moto: str):
     spec = _spec("prod")
     assert pf.InstanceTypeOffered().run(spec, pf.make_clients("us-east-1", moto), NOW) == []
 
 
-@pytest.mark.integration
 def test_type_not_offered_names_the_zones_that_have_it(moto: str):
     # moto's offerings data (captured from AWS) has no p4d.24xlarge in us-east-1e.
     spec = _with_pools(_spec("prod", availability_zone="us-east-1e"), instance_type="p4d.24xlarge")
@@ -102,7 +81,6 @@ def test_type_not_offered_names_the_zones_that_have_it(moto: str):
     assert "us-east-1a" in finding.fix and "us-east-1e" not in finding.fix
 
 
-@pytest.mark.integration
 def test_catalogue_agrees_with_describe_instance_types(moto: str):
     """Every AWS type of the hardware catalogue against moto's DescribeInstanceTypes data
     (captured from AWS): GPU model and count, vCPUs, EFA interfaces, network cards."""
@@ -119,7 +97,6 @@ def test_catalogue_agrees_with_describe_instance_types(moto: str):
     assert [f.render() for f in findings] == []
 
 
-@pytest.mark.integration
 def test_preflight_against_moto_stops_at_missing_credentials(moto_url: str, fake_credentials, monkeypatch):
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")

@@ -255,6 +255,7 @@ def prod() -> ClusterSpec:
     return spec
 
 
+@pytest.mark.slow
 def test_prod_inventory_passes_every_roles_preflight(prod: ClusterSpec, tmp_path: Path) -> None:
     verdicts = preflight_verdicts(prod, prod_outputs(prod), tmp_path)
     roles = {role for pb in PLAYBOOKS for _, role, _ in _role_entries(REPO / "playbooks" / pb)}
@@ -264,6 +265,7 @@ def test_prod_inventory_passes_every_roles_preflight(prod: ClusterSpec, tmp_path
     assert not refused, refused
 
 
+@pytest.mark.slow
 def test_without_the_fsx_outputs_the_storage_preflight_names_them(prod: ClusterSpec, tmp_path: Path) -> None:
     outputs = {**prod_outputs(prod), "fsx": None}
     verdicts = preflight_verdicts(prod, outputs, tmp_path)
@@ -314,6 +316,7 @@ def test_the_aws_only_roles_run_before_what_needs_them() -> None:
     assert site == ["node_software.yml", "cluster.yml"]
 
 
+@pytest.mark.slow
 def test_the_prod_inventory_from_the_stack_outputs_switches_them_on(
     prod: ClusterSpec, tmp_path: Path
 ) -> None:
@@ -326,6 +329,7 @@ def test_the_prod_inventory_from_the_stack_outputs_switches_them_on(
     assert "local_scratch_mount_point" not in hostvars["gpu-001"]
 
 
+@pytest.mark.slow
 def test_the_local_container_stack_leaves_them_off(tmp_path: Path) -> None:
     spec, _ = load_spec(stack_path("local"))
     inv = render_inventory(spec, _local_nodes(), tmp_path / "munge.key")
@@ -356,6 +360,7 @@ def test_a_static_spec_gets_local_scratch_only_when_it_asks(tmp_path: Path) -> N
     assert "cluster_hosts" not in group_vars  # an operator's machines keep the names they have
 
 
+@pytest.mark.slow
 def test_on_the_local_stack_the_roles_only_say_they_skip(tmp_path: Path) -> None:
     """The two roles, run for real on this machine with a local container node's variables (from the
     rendered local inventory), change nothing and say why."""

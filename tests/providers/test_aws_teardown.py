@@ -5,9 +5,6 @@ botocore's Stubber; the Pulumi stack is a fake driver at the provider's seam."""
 
 from __future__ import annotations
 
-import socket
-import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -18,23 +15,9 @@ from clusterforge.providers.aws import teardown as td
 from clusterforge.providers.aws.provider import AwsStackProvider
 from clusterforge.spec.loader import load_spec, stack_path
 from clusterforge.spec.models import ClusterSpec
+from tests.fixtures.aws import reset
 
 BUCKET = "clusterforge-prod-ckpt-0001"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture
@@ -46,9 +29,7 @@ def clients(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path) -> td.Tear
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    urllib.request.urlopen(
-        urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10
-    ).close()
+    reset(moto_url)  # the session's server (tests/fixtures/aws.py), emptied
     return td.make_teardown_clients("us-east-1", endpoint_url=moto_url)
 
 

@@ -275,6 +275,7 @@ def _lab(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_invoke_up_dry_run_on_a_static_spec_plans_the_hosts(tmp_path: Path) -> None:
     lab = _lab(tmp_path)
     with fake_ssh(tmp_path, {"10.0.0.10": "probe-root", "10.0.0.21": "probe-root"}):
@@ -283,6 +284,7 @@ def test_invoke_up_dry_run_on_a_static_spec_plans_the_hosts(tmp_path: Path) -> N
     assert "head-001" in result.stdout and "gpu-001" in result.stdout and "keep" in result.stdout
 
 
+@pytest.mark.slow
 def test_invoke_up_dry_run_names_the_unusable_host(tmp_path: Path) -> None:
     lab = _lab(tmp_path)
     with fake_ssh(tmp_path, {"10.0.0.10": "probe-root", "10.0.0.21": "probe-no-sudo"}):
@@ -291,6 +293,7 @@ def test_invoke_up_dry_run_names_the_unusable_host(tmp_path: Path) -> None:
     assert "error: gpu-001: cfnosudo cannot sudo without a password" in " ".join(result.stdout.split())
 
 
+@pytest.mark.slow
 def test_invoke_down_refuses_a_static_stack(tmp_path: Path) -> None:
     result = _invoke(["down", "--spec", str(_lab(tmp_path)), "--yes"], {})
     assert result.returncode == 2

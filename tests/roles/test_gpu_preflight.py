@@ -159,6 +159,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("case_id", "expect"), [(c[0], c[3]) for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.slow
 def test_refusal_says_what_to_change(outcome: dict[str, str], case_id: str, expect: str | None) -> None:
     verdict = outcome.get(case_id, "<no verdict>")
     if expect is None:

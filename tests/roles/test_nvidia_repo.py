@@ -12,6 +12,9 @@ import pytest
 
 from tests.fixtures import nvidia_repo
 
+# slow: builds and signs the stand-in repository (dpkg-deb, gpg) once for the module
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> nvidia_repo.NvidiaRepo:

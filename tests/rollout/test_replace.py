@@ -15,6 +15,9 @@ from clusterforge.rollout.replace import REPLACING_REASON, replace
 from clusterforge.status import collect
 from tests.pipeline.fakes import FakeProvider, FakeSlurm
 
+# slow: every test runs `invoke replace` end to end: ansible-playbook on local-connection nodes
+pytestmark = pytest.mark.slow
+
 UUID_A = "GPU-8a1b2c3d-0000-1111-2222-333344445555"
 
 

@@ -17,6 +17,9 @@ from clusterforge.status import collect, table
 from tests.pipeline.fakes import FakeSlurm
 from tests.rollout.conftest import COMPUTE, ROOT, with_driver
 
+# slow: every test runs `invoke upgrade` end to end: ansible-playbook on local-connection nodes
+pytestmark = pytest.mark.slow
+
 NEW = "535.309.01"
 
 

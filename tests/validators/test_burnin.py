@@ -148,6 +148,7 @@ def test_rates_without_a_floor_warn() -> None:
     )
 
 
+@pytest.mark.slow
 def test_the_nondeterministic_fault_hook_fails_the_cpu_burn_in(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Real workers on the CPU path: with the hook file present, device 1 is one ulp off in one
     repetition and the check names it; without it the same run passes."""

@@ -17,6 +17,7 @@ from validators.suite import run_check
 pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_resume_that_drops_the_optimizer_state_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VALIDATORS_TEST_FAULT", "drop-optimizer")
     cfg = tiny_cpu_config(tmp_path)
@@ -47,6 +48,7 @@ def test_width_for_bytes_sizes_the_model_to_the_checkpoint() -> None:
     assert width_for_bytes(1 << 30) == 6689
 
 
+@pytest.mark.slow
 def test_checkpoint_bytes_sets_the_size_and_the_ratio_floors_judge_it(tmp_path: Path) -> None:
     """A 4 MiB checkpoint (sizes.checkpoint_bytes) comes out within 5 % of it, and an unreachable
     write-ratio floor fails with the figure; the old fixed width could not reach that size."""
@@ -65,6 +67,7 @@ def test_checkpoint_bytes_sets_the_size_and_the_ratio_floors_judge_it(tmp_path: 
         assert result.metrics[name]["value"] > 0
 
 
+@pytest.mark.slow
 def test_the_corrupt_checkpoint_hook_is_caught_as_a_changed_shard(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
+import pytest
 from conftest import DATA, ROOT, gpu_config, run_cli, tiny_cpu_config
 
 SCHEMA = json.loads((ROOT / "validators" / "report.schema.json").read_text())
@@ -49,6 +50,7 @@ def junit_statuses(out: Path) -> dict:
     return statuses
 
 
+@pytest.mark.slow
 def test_quick_profile_on_a_cpu_node_passes(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -89,6 +91,7 @@ def test_quick_profile_on_a_cpu_node_passes(tmp_path: Path) -> None:
     assert not [k for k, v in junit.items() if v in ("failure", "error")]
 
 
+@pytest.mark.slow
 def test_quick_profile_with_a_gpu_config_fails_with_nvidia_smis_reason(tmp_path: Path) -> None:
     config = write(
         tmp_path / "node.json", gpu_config(shared_storage={"path": str(tmp_path), "require_mount": False})
@@ -114,6 +117,7 @@ def test_quick_profile_with_a_gpu_config_fails_with_nvidia_smis_reason(tmp_path:
     assert "verdict: FAIL" in proc.stdout
 
 
+@pytest.mark.slow
 def test_config_errors_exit_2_with_the_reason(tmp_path: Path) -> None:
     bad = tiny_cpu_config(tmp_path)
     bad["thresholds"]["matmul.cpu_gflops_min"] = "fast"

@@ -21,6 +21,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_nodes_with_peers_both_pass_and_rank_0_judges_busbw(tmp_path: Path) -> None:
     port = free_port()
     procs = {}
@@ -64,6 +65,7 @@ def test_two_nodes_with_peers_both_pass_and_rank_0_judges_busbw(tmp_path: Path) 
 WORKLOAD = ROOT / "validators" / "workloads" / "gloo_allreduce.py"
 
 
+@pytest.mark.slow
 def test_the_workload_reports_busbw_at_every_size_and_the_judged_one_at_the_top() -> None:
     argv = [sys.executable, str(WORKLOAD), "--bytes", "8192", "--sizes", "65536,4096,8192",
             "--iterations", "2", "--local-ranks", "2", "--timeout", "60"]  # fmt: skip
@@ -77,6 +79,7 @@ def test_the_workload_reports_busbw_at_every_size_and_the_judged_one_at_the_top(
     assert result["ranks"] == 2 and result["wrong"] == 0
 
 
+@pytest.mark.slow
 def test_a_rank_still_running_at_the_deadline_is_stopped_and_named() -> None:
     """A starved node (e.g. 0.1 of a core) outlives the deadline: the error says so, no rank is
     left behind, instead of "exited with [None]" and a process the check waits on."""
@@ -88,6 +91,7 @@ def test_a_rank_still_running_at_the_deadline_is_stopped_and_named() -> None:
     assert error.startswith("local rank(s) [0, 1] of 2 still running after 1 s, stopped"), error
 
 
+@pytest.mark.slow
 def test_the_workload_keeps_bytes_alone_working_and_refuses_a_bad_size_list() -> None:
     argv = [sys.executable, str(WORKLOAD), "--bytes", "4096", "--iterations", "1", "--local-ranks", "2"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)

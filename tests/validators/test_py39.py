@@ -35,6 +35,7 @@ PY39 = python39()
 pytestmark = pytest.mark.skipif(PY39 is None, reason="no Python 3.9 on this machine")
 
 
+@pytest.mark.slow
 def test_list_and_the_stdlib_checks_run_on_python39(tmp_path: Path) -> None:
     assert PY39 is not None
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

@@ -32,7 +32,11 @@ def kinds(result) -> dict[str, str]:
 # ---- fleets at scale: every fault found, nobody healthy failed, at most 4 rounds ----
 
 
-@pytest.mark.parametrize("count", [64, 256, 1000, 4096])
+# A 4,096-node fleet: seconds of pure planning per case, so in the slow tier.
+FLEET_4096 = pytest.param(4096, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("count", [64, 256, 1000, FLEET_4096])
 @pytest.mark.parametrize("faults", [0, 1, 4, 16])
 def test_node_faults_found_in_at_most_three_rounds(count: int, faults: int) -> None:
     fleet = random_fleet(count, faults, 0, seed=count + faults)
@@ -43,7 +47,7 @@ def test_node_faults_found_in_at_most_three_rounds(count: int, faults: int) -> N
     assert result.link_verdicts == [] and result.problem is None
 
 
-@pytest.mark.parametrize("count", [64, 1000, 4096])
+@pytest.mark.parametrize("count", [64, 1000, FLEET_4096])
 @pytest.mark.parametrize("links", [1, 2])
 def test_link_faults_told_apart_from_node_faults(count: int, links: int) -> None:
     fleet = random_fleet(count, 4, 0, seed=7 * count + links)
@@ -87,6 +91,7 @@ def test_two_faulty_nodes_paired_together_each_fail_with_two_good_partners() -> 
     assert result.rounds == 3
 
 
+@pytest.mark.slow
 def test_healthy_noise_never_fails_anyone() -> None:
     for seed in range(20):
         fleet = random_fleet(512, 0, 0, seed=seed, noise=0.03)
