@@ -10,6 +10,7 @@ the project and fails on any that starts ``podman``/``docker`` itself.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -95,13 +96,15 @@ def yaml_findings(text: str, name: str = "<string>") -> list[str]:
 
 def project_files() -> list[Path]:
     files = []
-    for path in ROOT.rglob("*"):
-        if any(part in SKIP_DIRS for part in path.relative_to(ROOT).parts) or not path.is_file():
-            continue
-        if path in WRAPPER:
-            continue
-        if path.suffix in (".py", ".sh", ".yml", ".yaml") or path == ROOT / ".ci" / "run":
-            files.append(path)
+    # os.walk, pruning SKIP_DIRS: .venv and .clusterforge hold ~70,000 files not worth visiting.
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for name in names:
+            path = Path(folder) / name
+            if path in WRAPPER or not path.is_file():
+                continue
+            if path.suffix in (".py", ".sh", ".yml", ".yaml") or path == ROOT / ".ci" / "run":
+                files.append(path)
     return sorted(files)
 
 
