@@ -181,3 +181,26 @@ def test_gpu_burn_records_a_rate_per_gpu_for_the_fleet_judge() -> None:
     figures = check_figures({"id": "gpu-burn", "status": "fail", "metrics": result.metrics})
     assert [f.metric for f in figures] == ["gpu-burn.rate"]  # one figure: the worst GPU
     assert figures[0].value == min(m["value"] for m in result.metrics.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_vanished_device_hook_fails_the_cpu_burn_in_naming_the_device(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Real torch workers on the CPU path: device 1 fails before the start barrier, the other is
+    released at once (the barrier is broken, not waited out) and the check names device 1."""
+    pytest.importorskip("torch")
+    from conftest import tiny_cpu_config
+
+    from validators.runner import run_command
+
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "vanished-device").write_text("1\n")
+    monkeypatch.setenv("VALIDATORS_FAULT_DIR", str(faults))
+    result = run_check(MatmulBurnin(), make_context(tiny_cpu_config(tmp_path), run_command))  # type: ignore[arg-type]
+    assert result.status == "fail"
+    assert result.summary == (
+        "device 1: RuntimeError: device 1 vanished before the start (fault injection) (before the start)"
+    )
+    assert "device 0: did not start: a peer failed or was not ready in time" in result.evidence["lines"]
+    assert any(line.startswith("FAULT INJECTION ACTIVE") for line in result.evidence["lines"])
