@@ -50,6 +50,11 @@ WRITE_FILES = (
     "    os.makedirs(os.path.dirname(p),exist_ok=True)\n"
     "    open(p,'w').write(t)\n"
 )
+# The algorithm of every 2-node nccl-tests group job. At 2 nodes tree/NVLS can report busbw above the
+# NIC line rate (NVIDIA/nccl-tests issues 22 and 196, NVIDIA/nccl issue 812: "Forcing NCCL_ALGO=RING when
+# using two nodes will give you a better representation"); the catalogue's 2-node floors are Ring
+# figures (hardware.yaml, tests/catalog/test_hardware.py holds them to this).
+PAIR_ALGORITHM = "Ring"
 # Prints each file after a header line, so one command reads back a round's reports.
 CAT_FILES = 'for f in "$@"; do printf "=== %s\\n" "$f"; cat "$f" 2>/dev/null; printf "\\n"; done'
 
@@ -103,9 +108,7 @@ class GroupJobs:
             ]
         )  # fmt: skip
         wrap = per_node if self.one_launcher else f"srun --ntasks-per-node=1 sh -c {shlex.quote(per_node)}"
-        # At 2 nodes tree/NVLS can report busbw above the NIC line rate (nccl-tests issues 22,
-        # 290): pair figures are measured with the ring algorithm.
-        export = ["--export=ALL,NCCL_ALGO=Ring"] if group.size == 2 and self.one_launcher else []
+        export = [f"--export=ALL,NCCL_ALGO={PAIR_ALGORITHM}"] if group.size == 2 and self.one_launcher else []
         whole = ["--exclusive"] if self.one_launcher else []
         if self.one_launcher and self.gpus_per_node > 0:
             whole.append(f"--gpus-per-node={self.gpus_per_node}")
