@@ -52,7 +52,7 @@ def test_eight_equal_gpus_pass() -> None:
 def test_a_slow_device_fails_against_the_node_median() -> None:
     result = run_matmul(matmul_output([780, 781, 779, 782, 700, 778, 781, 780]))
     assert result.status == "fail"
-    assert result.summary == "device 4: 700.000 TFLOP/s is 10.3% below the node median 780.000 (limit 5%)"
+    assert result.summary == "device 4: 700.000 TFLOP/s is 10.3% below the node median 780.000 (limit 7%)"
 
 
 def test_below_the_catalogue_floor_fails() -> None:
@@ -204,3 +204,10 @@ def test_the_vanished_device_hook_fails_the_cpu_burn_in_naming_the_device(tmp_pa
     )
     assert "device 0: did not start: a peer failed or was not ready in time" in result.evidence["lines"]
     assert any(line.startswith("FAULT INJECTION ACTIVE") for line in result.evidence["lines"])
+
+
+def test_a_device_between_the_warn_and_fail_bands_warns() -> None:
+    """Azure's GEMM bands: 3.5 % under the expected figure warns, 7 % fails (was: 5 % failed)."""
+    result = run_matmul(matmul_output([780, 781, 779, 782, 740, 778, 781, 780]))
+    assert result.status == "warn", result.summary
+    assert result.summary == "device 4: 740.000 TFLOP/s is 5.1% below the node median 780.000 (warn at 3.5%)"
