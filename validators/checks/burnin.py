@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import threading
 from typing import Any, Dict, Iterator, List, Optional
@@ -322,13 +323,31 @@ class DcgmDiag(Check):
         return out.finish(f"dcgmi diag -r {level}: {len(tests)} test(s) passed")
 
 
+# gpu-burn's compare kernel, next to its binary: compare.fatbin since wilicc/gpu-burn dfc3042 (2026-05-27),
+# compare.ptx before (gpu_burn-drv.cpp COMPARE_KERNEL).
+COMPARE_KERNELS = ("compare.fatbin", "compare.ptx")
+
+
+def compare_kernel(gpu_burn: str) -> Optional[str]:
+    """The compare kernel file beside the gpu_burn binary (resolved through PATH), or None."""
+    import shutil
+
+    binary = gpu_burn if os.sep in gpu_burn else (shutil.which(gpu_burn) or gpu_burn)
+    folder = os.path.dirname(os.path.realpath(binary))
+    for name in COMPARE_KERNELS:
+        candidate = os.path.join(folder, name)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 class GpuBurn(Check):
     id = "gpu-burn"
     group = "burnin"
     profiles = ("full",)
     needs = ("gpu", "gpu-burn")
     measures = (
-        "gpu-burn for durations.burnin_seconds: every GPU reports OK (read from its output; it exits 0 even "
+        "gpu-burn -c <its compare kernel> for durations.burnin_seconds: every GPU reports OK (read from its output; it exits 0 even "
         "when a GPU is faulty); per-GPU Gflop/s from its progress records as rate_device_<i>"
     )
 
@@ -343,10 +362,22 @@ class GpuBurn(Check):
 
         out = Outcome(self.id)
         seconds = ctx.config.duration("burnin_seconds")
-        argv = [ctx.config.gpu_burn_path or "gpu_burn", str(int(seconds))]
+        path = ctx.config.gpu_burn_path or "gpu_burn"
+        kernel = compare_kernel(path)
+        if kernel is None:
+            out.fail(
+                f"gpu-burn: no compare kernel ({' or '.join(COMPARE_KERNELS)}) next to {path}: gpu_burn loads it "
+                'from its working directory and would abort with "couldn\'t find compare kernel"; build gpu-burn '
+                "there (make) or point gpu_burn.path at the built binary"
+            )
+            return out.finish("")
+        # -c: the compare kernel by its full path (gpu-burn's own option since 2023-02-13; without it the
+        # file is looked up relative to the working directory, which is the suite's, not gpu_burn's).
+        argv = [path, "-c", kernel, str(int(seconds))]
         out.command(argv)
         rc, stdout, stderr = ctx.run(argv, seconds + ctx.config.duration("workload_timeout_seconds"))
-        parsed = PARSERS["gpu-burn"](stdout)
+        # gpu_burn prints "Couldn't init a GPU test: ..." on stderr: the parser reads both.
+        parsed = PARSERS["gpu-burn"](stdout + "\n" + stderr)
         gpus = parsed.get("gpus") or []
         for g in gpus:
             rate = g.get("gflops_median")
