@@ -38,6 +38,9 @@ CONTAINER_REMOTE_TMP = "/var/tmp/.ansible-tmp"
 # memory (attributes `realmemory_to_ec2memory_ratio = 0.95`).
 REAL_MEMORY_RATIO = 0.95
 
+# The Open MPI the EFA installer installs (aws-efa-installer: openmpi40-aws / openmpi50-aws).
+EFA_OPENMPI = "/opt/amazon/openmpi"
+
 
 def real_memory_mb(memory_mib: int) -> int:
     """slurm.conf RealMemory for an instance type's nominal memory (MiB)."""
@@ -73,6 +76,11 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
             it.gpu and it.gpu.nvswitch and load_compat().fabric_manager.is_nvlink5(it.gpu.architecture)
         )
         hv["efa_enabled"] = it.has_efa
+        if it.has_efa:
+            # nccl-tests built against the EFA installer's Open MPI, as AWS builds it
+            # (awsome-distributed-training nccl-tests.Dockerfile MPI_HOME=/opt/amazon/openmpi/).
+            hv["nccl_tests_mpi_home"] = EFA_OPENMPI
+            hv["nccl_tests_mpi_system"] = False
         # Profiling metrics on Ampere and earlier need DCGM's proprietary packages (dcgm role).
         hv["dcgm_proprietary"] = dcgm_proprietary(it.gpu.architecture if it.gpu else None)
         hv["monitoring_gpu_count"] = it.gpu_count
