@@ -20,6 +20,7 @@ import yaml
 from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog
+from clusterforge.catalog.torch_builds import spec_torch
 from clusterforge.journal import write_atomic
 from clusterforge.providers.base import Node
 from clusterforge.spec.models import ClusterSpec
@@ -221,7 +222,11 @@ def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:
 
 
 def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalog) -> dict[str, Any]:
-    """validators_runtime: where torch comes from, where nccl-tests are (GPU types)."""
+    """validators_runtime: where torch comes from and which build, where nccl-tests are (GPU types).
+
+    GPU nodes (every provider) get the torch build their driver and GPUs run, from its own index
+    (compatibility.yaml torch, catalog/torch_builds.py): PyPI's plain torch is a CUDA 13 build from
+    2.11 on, which an R570 driver cannot run."""
     containers = bool(nodes) and all(hw[n.instance_type].container for n in nodes)
     out: dict[str, Any] = {
         # Container nodes get torch installed once on the machine and mounted read-only by the
@@ -229,6 +234,15 @@ def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalo
         # integration test does); real nodes install it.
         "validators_runtime_torch": "shared" if containers else "pip",
     }
+    pin = spec.software.torch
+    if pin is not None:
+        out["validators_runtime_torch_version"] = pin.version
+    choice = None if containers else spec_torch(spec, hw, load_compat())
+    if choice is not None:
+        if choice.build is None:
+            raise ValueError(f"software.torch: {choice.problem}")
+        out["validators_runtime_torch_version"] = choice.build.pin
+        out["validators_runtime_torch_index_url"] = choice.build.index_url
     if spec.software.nccl_tests and any(hw[n.instance_type].gpu for n in nodes):
         out["validators_runtime_nccl_tests_dir"] = f"/opt/nccl-tests/{spec.software.nccl_tests}"
     return out
