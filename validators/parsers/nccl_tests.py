@@ -292,16 +292,14 @@ _REL_TOL = 0.03
 
 def _ratios(row: Dict[str, Any]) -> List[Tuple[str, float, float, float]]:
     """(what, printed value, reference figure, ratio) per side; only where the figures carry precision."""
-    out = []
+    out: List[Tuple[str, float, float, float]] = []
     for side in ("out_of_place", "in_place"):
         part = row.get(side) or {}
-        time_us, algbw, busbw, size = (
-            part.get("time_us"),
-            part.get("algbw"),
-            part.get("busbw"),
-            row.get("size"),
-        )
-        if not all(isinstance(v, (int, float)) for v in (time_us, algbw, busbw, size)) or time_us <= 0:
+        values = (part.get("time_us"), part.get("algbw"), part.get("busbw"), row.get("size"))
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            continue
+        time_us, algbw, busbw, size = (float(v) for v in values)  # type: ignore[arg-type]
+        if time_us <= 0:
             continue
         rate = size / time_us / 1e3  # bytes / us / 1e3 = GB/s
         if algbw >= 0.1 and rate > 0:
