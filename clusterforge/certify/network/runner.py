@@ -188,7 +188,7 @@ class GroupRecord:
     purpose: str
     nodes: list[str]
     figure: float | None
-    state: str  # "done" | "no report" | "not submitted: ..." | "cancelled at the deadline"
+    state: str  # "done" | "no report[: <job output>]" | "not submitted: ..." | "cancelled at the deadline"
     message_bytes: float | None = None
     curve: list[list[float]] = field(default_factory=list)  # [[bytes, busbw GB/s], ...] ascending
     size: int = 0  # nodes in the group (= len(nodes))
@@ -329,7 +329,10 @@ def _judge_collectives(
         figure, worst = refs.judge(record.size, record.figures)
         record.worst = worst
         record.figure = figures[group] = figure
-        record.state = "done" if figure is not None else "no report"
+        # a group without figures keeps what its job's output said (no_report)
+        record.state = (
+            "done" if figure is not None else (record.state if record.state != "done" else "no report")
+        )
 
 
 def _no_result(groups: Sequence[TestGroup], log: RunLog, why: str) -> dict[TestGroup, float | None]:

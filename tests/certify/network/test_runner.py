@@ -421,3 +421,14 @@ def test_telling_lines_keep_the_errors_else_the_last_line() -> None:
     assert gr.telling_lines("a\nb\n\n") == ["b"]
     assert gr.telling_lines("x\n" + NCCL_ERR + "\ny\n") == [NCCL_ERR]
     assert gr.no_report([], JOBS) == "no report"
+
+
+def test_with_several_collectives_a_dead_job_keeps_what_its_output_said() -> None:
+    head, log = DyingHead({"c": NCCL_ERR + "\n"}), gr.RunLog()
+    log.collectives = CollectiveReferences(NCCL3, {}, 0.15)
+    jobs = gr.GroupJobs(
+        "R1", "/shared", "quick", "res", ["v"], "nccl-multi-node", poll_s=0, collectives=NCCL3
+    )
+    gr.run_round(head, jobs, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+                 clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert log.records[1].state == f"no report: {NCCL_ERR}"
