@@ -20,6 +20,7 @@ import yaml
 from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog
+from clusterforge.catalog.torch_builds import spec_torch
 from clusterforge.journal import write_atomic
 from clusterforge.providers.base import Node
 from clusterforge.spec.models import ClusterSpec
@@ -37,6 +38,9 @@ CONTAINER_REMOTE_TMP = "/var/tmp/.ansible-tmp"
 # RealMemory above it marks the node INVAL. ParallelCluster's cookbook declares 0.95 x the EC2
 # memory (attributes `realmemory_to_ec2memory_ratio = 0.95`).
 REAL_MEMORY_RATIO = 0.95
+
+# The Open MPI the EFA installer installs (aws-efa-installer: openmpi40-aws / openmpi50-aws).
+EFA_OPENMPI = "/opt/amazon/openmpi"
 
 
 def real_memory_mb(memory_mib: int) -> int:
@@ -73,6 +77,11 @@ def host_vars(node: Node, hw: HardwareCatalog | None = None) -> dict[str, Any]:
             it.gpu and it.gpu.nvswitch and load_compat().fabric_manager.is_nvlink5(it.gpu.architecture)
         )
         hv["efa_enabled"] = it.has_efa
+        if it.has_efa:
+            # nccl-tests built against the EFA installer's Open MPI, as AWS builds it
+            # (awsome-distributed-training nccl-tests.Dockerfile MPI_HOME=/opt/amazon/openmpi/).
+            hv["nccl_tests_mpi_home"] = EFA_OPENMPI
+            hv["nccl_tests_mpi_system"] = False
         # Profiling metrics on Ampere and earlier need DCGM's proprietary packages (dcgm role).
         hv["dcgm_proprietary"] = dcgm_proprietary(it.gpu.architecture if it.gpu else None)
         hv["monitoring_gpu_count"] = it.gpu_count
@@ -213,7 +222,11 @@ def software_vars(spec: ClusterSpec, containers: bool) -> dict[str, Any]:
 
 
 def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalog) -> dict[str, Any]:
-    """validators_runtime: where torch comes from, where nccl-tests are (GPU types)."""
+    """validators_runtime: where torch comes from and which build, where nccl-tests are (GPU types).
+
+    GPU nodes (every provider) get the torch build their driver and GPUs run, from its own index
+    (compatibility.yaml torch, catalog/torch_builds.py): PyPI's plain torch is a CUDA 13 build from
+    2.11 on, which an R570 driver cannot run."""
     containers = bool(nodes) and all(hw[n.instance_type].container for n in nodes)
     out: dict[str, Any] = {
         # Container nodes get torch installed once on the machine and mounted read-only by the
@@ -221,6 +234,15 @@ def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalo
         # integration test does); real nodes install it.
         "validators_runtime_torch": "shared" if containers else "pip",
     }
+    pin = spec.software.torch
+    if pin is not None:
+        out["validators_runtime_torch_version"] = pin.version
+    choice = None if containers else spec_torch(spec, hw, load_compat())
+    if choice is not None:
+        if choice.build is None:
+            raise ValueError(f"software.torch: {choice.problem}")
+        out["validators_runtime_torch_version"] = choice.build.pin
+        out["validators_runtime_torch_index_url"] = choice.build.index_url
     if spec.software.nccl_tests and any(hw[n.instance_type].gpu for n in nodes):
         out["validators_runtime_nccl_tests_dir"] = f"/opt/nccl-tests/{spec.software.nccl_tests}"
     return out

@@ -40,6 +40,8 @@ _GPU_KEYS = ("count", "model", "nvlink_links_per_gpu", "nvswitch")
 _NCCL_KEYS = ("tests_dir", "collectives", "multi_node_collectives", "launcher", "pairwise", "port")
 _IB_PORT = re.compile(r"^[A-Za-z0-9_.-]+(?::\d+)?$")
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce", "sendrecv")
+# What nccl-single-node runs when NODE.json names no nccl.collectives (the catalogue has a floor for each).
+DEFAULT_COLLECTIVES = _COLLECTIVES[:4]
 
 
 class ConfigError(Exception):
@@ -88,7 +90,7 @@ class NodeConfig:
     sweeps: Dict[str, List[int]] = field(default_factory=dict)  # list-valued sizes, e.g. gloo_sweep_bytes
     thresholds: Dict[str, float] = field(default_factory=dict)
     nccl_tests_dir: str = ""
-    nccl_collectives: List[str] = field(default_factory=lambda: list(_COLLECTIVES[:4]))
+    nccl_collectives: List[str] = field(default_factory=lambda: list(DEFAULT_COLLECTIVES))
     # nccl-multi-node's collectives, run one after the other across the group (all_reduce when absent)
     nccl_multi_node_collectives: List[str] = field(default_factory=lambda: ["all_reduce"])
     nccl_launcher: List[str] = field(default_factory=list)

@@ -7,8 +7,16 @@ node with a hook switched on can never be mistaken for a healthy one. Hooks:
 
 - ``nondeterministic`` (matmul-burnin): one repetition of one device's product is changed by one
   ulp in one element; the file may hold that device's index (default 0).
+- ``vanished-device`` (matmul-burnin): one device fails before the start barrier (on a GPU it asks
+  for a device ordinal past the last: CUDA's own "invalid device ordinal"); the file may hold its
+  index (default 0). The check must name it within seconds and leave no worker behind.
+- ``competing-process`` (matmul-burnin): a second process computes matmuls on one device (the
+  file may hold its index) while the burn-in runs; that device's rate must fail.
 - ``corrupt-checkpoint`` (checkpoint-restart): one byte in the middle of the largest checkpoint
   shard is flipped between the save and the resume (data corrupted at rest).
+
+``VALIDATORS_TEST_FAULT=drop-optimizer`` (an environment variable, workloads/ckpt_train.py) makes
+checkpoint-restart's resume drop the optimizer state.
 
 ``VALIDATORS_FAULT_DIR`` moves the folder (unit tests; never set on a real node).
 """

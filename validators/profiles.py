@@ -25,6 +25,7 @@ DEFAULT_DURATIONS: Dict[str, Dict[str, Number]] = {
         "pcie_load_seconds": 5,
         "command_timeout_seconds": 60,
         "workload_timeout_seconds": 600,
+        "matmul_setup_seconds": 120,
         "peer_timeout_seconds": 120,
     },
     "standard": {
@@ -37,6 +38,7 @@ DEFAULT_DURATIONS: Dict[str, Dict[str, Number]] = {
         "pcie_load_seconds": 10,
         "command_timeout_seconds": 120,
         "workload_timeout_seconds": 3600,
+        "matmul_setup_seconds": 120,
         "peer_timeout_seconds": 300,
     },
     "full": {
@@ -49,6 +51,7 @@ DEFAULT_DURATIONS: Dict[str, Dict[str, Number]] = {
         "pcie_load_seconds": 10,
         "command_timeout_seconds": 120,
         "workload_timeout_seconds": 10800,
+        "matmul_setup_seconds": 120,
         "peer_timeout_seconds": 300,
     },
 }
@@ -114,11 +117,14 @@ DEFAULT_SWEEPS: Dict[str, Dict[str, List[int]]] = {
 }
 
 # Thresholds with a default that does not depend on the hardware (the rest come from the
-# catalogue through NODE.json). 5 %: GPUs within one node differ by ~5 % (REFERENCE.md).
-# On the CPU path the "devices" are worker processes time-sharing cores with everything else on
-# the machine, so only a grossly slow worker is a finding there.
+# catalogue through NODE.json). A GPU 7 % under its node's median fails, 3.5 % warns: Azure's GPU
+# GEMM bands (replace / warn; the catalogue's source azure-outlier), which Azure measures against
+# an expected per-GPU figure; the node's own median is that figure here (hardware.yaml
+# common_thresholds says why). On the CPU path the "devices" are worker processes time-sharing
+# cores with everything else on the machine, so only a grossly slow worker is a finding there.
 DEFAULT_THRESHOLDS: Dict[str, float] = {
-    "matmul.median_gap_pct": 5.0,
+    "matmul.median_gap_pct": 7.0,
+    "matmul.median_warn_pct": 3.5,
     "matmul.cpu_median_gap_pct": 50.0,
 }
 

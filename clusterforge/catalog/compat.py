@@ -232,6 +232,32 @@ class FsxRules(_Sourced):
     deployment_types: dict[str, FsxDeployment]
 
 
+class TorchBuild(_Sourced):
+    """One PyTorch wheel build: its CUDA release, where pip gets it, the GPU architectures it carries."""
+
+    torch: str = Field(description="PyTorch release, e.g. 2.13.0")
+    cuda: str = Field(pattern=r"^\d+\.\d+$", description="CUDA release the build is compiled for, e.g. 12.6")
+    index_url: str = Field(pattern=r"^https://", description="pip index holding it (pip --index-url)")
+    architectures: list[str] = Field(min_length=1, description="sm_XY the build has kernels for")
+    experimental: bool = Field(False, description="PyTorch's experimental CUDA column: never picked unasked")
+    pypi_default: bool = Field(False, description="PyPI's plain torch==<version> is this build")
+
+    @property
+    def label(self) -> str:
+        """The local version label of the index's wheel: ``cu126``."""
+        return "cu" + self.cuda.replace(".", "")
+
+    @property
+    def pin(self) -> str:
+        """The exact version pip installs from the index: ``2.13.0+cu126``."""
+        return f"{self.torch}+{self.label}"
+
+
+class TorchRules(_Sourced):
+    default_version: str = Field(description="torch a spec without software.torch gets")
+    builds: list[TorchBuild] = Field(min_length=1)
+
+
 class CompatMatrix(_Data):
     sources: dict[str, str]
     cuda_releases: list[CudaRelease]
@@ -249,6 +275,7 @@ class CompatMatrix(_Data):
     pyxis: PyxisRule
     os_images: OsImageRule
     fsx_lustre: FsxRules
+    torch: TorchRules
 
     @model_validator(mode="after")
     def _sources_declared(self) -> CompatMatrix:
@@ -271,6 +298,8 @@ class CompatMatrix(_Data):
         out += [("slurm_support", self.slurm_support)]
         out += [(f"slurm_families.{name}", fam) for name, fam in self.slurm_families.items()]
         out += [("pyxis", self.pyxis), ("os_images", self.os_images), ("fsx_lustre", self.fsx_lustre)]
+        out += [("torch", self.torch)]
+        out += [(f"torch.builds.{b.pin}", b) for b in self.torch.builds]
         return out
 
     def source_refs(self) -> list[str]:

@@ -51,6 +51,9 @@ class GpuSpec(_Data):
     memory_mib: int = Field(ge=1, description="Per GPU, as DescribeInstanceTypes reports it")
     architecture: Architecture
     nvlink_links_per_gpu: int = Field(ge=0, description="NVLink links expected up per GPU; 0 if none")
+    nvlink_gbs: float | None = Field(
+        None, gt=0, description="NVLink bandwidth per GPU in GB/s, both directions, as NVIDIA states it"
+    )
     nvswitch: bool = Field(description="NVSwitch baseboard: fabric manager must run, same version as driver")
     peak_bf16_tflops: float = Field(gt=0, description="Dense bf16 tensor peak per GPU")
     source: list[str] = Field(min_length=1)
@@ -82,6 +85,9 @@ class NcclThreshold(_Judged):
     backend: Literal["nccl", "gloo"] = "nccl"
     collective: Collective
     nodes: int = Field(ge=1)
+    algorithm: Literal["Ring"] | None = Field(
+        None, description="NCCL_ALGO the runner forces for this measurement; None: NCCL's own choice"
+    )
     message_bytes: int = Field(ge=1)
     busbw_gbps_min: float = Field(gt=0, description="GB/s, nccl-tests busbw (in-place and out-of-place)")
     source: list[str] = Field(min_length=1)
@@ -213,6 +219,33 @@ class InstanceType(_Data):
     @property
     def gpu_count(self) -> int:
         return self.gpu.count if self.gpu else 0
+
+
+def line_rate_per_direction(it: InstanceType) -> float:
+    """The network line rate of one node per direction in GB/s (``bandwidth_gbps`` / 8)."""
+    return it.network.bandwidth_gbps / 8
+
+
+def busbw_bound(it: InstanceType, collective: str, nodes: int) -> float | None:
+    """The highest NCCL busbw (GB/s) the hardware allows for a floor's collective at ``nodes`` nodes,
+    or None where busbw is not bounded by a link rate (all_reduce with NVLink SHARP in one node).
+
+    nccl-tests doc/PERFORMANCE.md defines busbw so that it reflects the bottleneck link. In one node
+    that is the GPU's NVLink per direction. Across nodes under Ring (the runner forces it at 2 nodes),
+    each node's NICs carry busbw per direction, so busbw <= L (and <= NVLink). alltoall sends every
+    rank's (n-g)/n share off its node: busbw = algbw (n-1)/n <= L (n-1) / (g (n-g)), n ranks, g per node.
+    """
+    if it.gpu is None:
+        return None
+    nvlink = it.gpu.nvlink_gbs / 2 if it.gpu.nvlink_gbs else None
+    if nodes == 1:
+        return None if collective == "all_reduce" else nvlink
+    rate = line_rate_per_direction(it)
+    if collective == "alltoall":
+        g = it.gpu.count
+        n = nodes * g
+        return rate * (n - 1) / (g * (n - g))
+    return min(rate, nvlink) if nvlink else rate
 
 
 class Provenance(NamedTuple):

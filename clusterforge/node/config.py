@@ -11,8 +11,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from clusterforge.catalog import load_hardware
+from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog, InstanceType
+from clusterforge.catalog.torch_builds import spec_torch
 from clusterforge.node.pins import PinError, package_pins
 from clusterforge.providers.base import Node
 from clusterforge.spec.models import CertificationProfile, ClusterSpec
@@ -31,6 +32,7 @@ _SOFTWARE = (
     "nvidia_container_toolkit",
     "enroot",
     "slurm",
+    "torch",
 )
 
 # The gloo all_reduce of the network check (CPU path) listens here on the first node.
@@ -100,9 +102,21 @@ def pinned_software(
         "nvidia_container_toolkit": sw.nvidia_container_toolkit if it.gpu else None,
         "enroot": sw.enroot if it.gpu else None,
         "slurm": sw.slurm,
+        "torch": torch_pin(spec, it),
     }
     allowed = set(components) if components is not None else set(_SOFTWARE)
     return {k: v for k, v in values.items() if v and k in allowed}
+
+
+def torch_pin(spec: ClusterSpec, it: InstanceType) -> str | None:
+    """The torch build python-runtime expects: on GPU types the build the driver runs, with its
+    local label (2.13.0+cu126, compatibility.yaml torch); elsewhere the spec's version, if pinned."""
+    if it.gpu is not None and not it.container:
+        choice = spec_torch(spec, load_hardware(), load_compat())
+        if choice is not None and choice.build is None:
+            raise NodeConfigError(f"software.torch: {choice.problem}")
+        return choice.build.pin if choice is not None and choice.build is not None else None
+    return spec.software.torch.version if spec.software.torch is not None else None
 
 
 def thresholds(

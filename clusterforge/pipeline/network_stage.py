@@ -149,7 +149,7 @@ class NetworkStep:
         jobs = GroupJobs(
             self.run_id, ctx.spec.storage.shared_path or "", self.suite, self.admission.reservation,
             NODE_VALIDATORS, check, one_launcher=check != "gloo-allreduce", collectives=collectives,
-            gpus_per_node=gpus,
+            gpus_per_node=gpus, efa=it is not None and it.has_efa,
         )  # fmt: skip
         references = (
             CollectiveReferences(
@@ -234,7 +234,13 @@ class NetworkStep:
         bad = [c for c in own if c.get("status") in ("fail", "error")]
         if own and not bad:
             return Verdict(name, True, note=f"judged against the floor only: {why}")
-        detail = bad[0].get("summary") if bad else "no group test of this node reported"
+        # No report at all: what the jobs' own output said (NCCL's error, Slurm's time limit).
+        said = [r.state for r in log.records if name in r.nodes and r.state.startswith("no report: ")]
+        detail = (
+            bad[0].get("summary")
+            if bad
+            else "no group test of this node reported" + (f" ({said[-1]})" if said else "")
+        )
         return Verdict(name, False, [(check, f"{detail}; {why}")])
 
     def _drain_links(self, node: Node) -> bool:

@@ -262,6 +262,18 @@ class SlurmInstall(_Strict):
     )
 
 
+class TorchPin(_Strict):
+    """The PyTorch the validators' GPU workloads use (roles/validators_runtime installs it)."""
+
+    version: Version = Field(description="PyTorch release, e.g. 2.13.0")
+    cuda: str | None = Field(
+        None,
+        pattern=r"^\d+\.\d+$",
+        description="CUDA variant of the build, e.g. 12.6 (the +cu126 wheel); default: the newest "
+        "the driver and GPUs run (compatibility.yaml torch)",
+    )
+
+
 class Software(_Strict):
     os_image: Literal["ubuntu-22.04", "ubuntu-24.04", "debian-12"]
     driver: Driver
@@ -279,6 +291,11 @@ class Software(_Strict):
     nvidia_container_toolkit: Version | None = None
     enroot: Version | None = None
     pyxis: Version | None = None
+    torch: TorchPin | None = Field(
+        None,
+        description="PyTorch for the validators' GPU checks; default: compatibility.yaml's torch "
+        "default_version in the CUDA variant the driver runs",
+    )
     slurm: Version
     slurm_install: SlurmInstall = Field(
         default_factory=SlurmInstall,

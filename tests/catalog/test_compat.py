@@ -31,6 +31,8 @@ ESTIMATES = {
     "gpu_models.H200": "CUDA 12.4 GA driver",
     "instance_floors.p5e.48xlarge,p5en.48xlarge": "p5.48xlarge only",
     "os_images": "Debian 12 is inferred",
+    "torch.builds.2.11.0+cu126": "taken to carry the same list as 2.12's",
+    "torch.builds.2.11.0+cu128": "the CUDA 12.8 builds' of earlier releases",
 }
 
 

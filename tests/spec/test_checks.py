@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.spec.checks import CHECKS, Check, check_file, check_ids, cluster, pools, software
+from clusterforge.spec.checks import CHECKS, Check, check_file, check_ids, cluster, pools, pytorch, software
 from clusterforge.spec.checks.registry import CHECK_CRASHED, UNKNOWN_SUPPRESSION
 from clusterforge.spec.loader import Finding
 
@@ -656,7 +656,7 @@ def test_example_stacks_have_no_errors() -> None:
 def test_registry_is_complete_and_ids_are_stable_kebab_case() -> None:
     defined = {
         obj
-        for module in (pools, software, cluster)
+        for module in (pools, software, cluster, pytorch)
         for _name, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Check) and obj is not Check and obj.__module__ == module.__name__
     }

@@ -52,7 +52,7 @@ def test_eight_equal_gpus_pass() -> None:
 def test_a_slow_device_fails_against_the_node_median() -> None:
     result = run_matmul(matmul_output([780, 781, 779, 782, 700, 778, 781, 780]))
     assert result.status == "fail"
-    assert result.summary == "device 4: 700.000 TFLOP/s is 10.3% below the node median 780.000 (limit 5%)"
+    assert result.summary == "device 4: 700.000 TFLOP/s is 10.3% below the node median 780.000 (limit 7%)"
 
 
 def test_below_the_catalogue_floor_fails() -> None:
@@ -103,11 +103,26 @@ def test_dcgm_missing_fails() -> None:
     assert result.status == "fail"
 
 
-def burn(text: str, count: int) -> object:
-    cfg = gpu_config(gpu={"count": count, "model": "RTX"}, gpu_burn={"path": "/opt/gpu-burn/gpu_burn"})
-    return run_check(
-        GpuBurn(), make_context(cfg, FakeRunner({("/opt/gpu-burn/gpu_burn",): (0, text, "")}), "full")
-    )
+GPU_BURN_DIR: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def gpu_burn_build(tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    """A gpu-burn build folder: the binary and its compare kernel (as `make` leaves them)."""
+    if "dir" not in GPU_BURN_DIR:
+        folder = tmp_path_factory.mktemp("gpu-burn")
+        (folder / "gpu_burn").write_text("")
+        (folder / "compare.fatbin").write_text("")
+        GPU_BURN_DIR["dir"] = folder
+
+
+def burn(text: str, count: int, stderr: str = "", path: str = "") -> object:
+    binary = path or str(GPU_BURN_DIR["dir"] / "gpu_burn")
+    cfg = gpu_config(gpu={"count": count, "model": "RTX"}, gpu_burn={"path": binary})
+    runner = FakeRunner({(binary,): (0, text, stderr)})
+    result = run_check(GpuBurn(), make_context(cfg, runner, "full"))
+    burn.calls = runner.calls  # type: ignore[attr-defined]
+    return result
 
 
 def test_gpu_burn_faulty_gpus_fail_although_it_exits_zero() -> None:
@@ -182,3 +197,66 @@ def test_gpu_burn_records_a_rate_per_gpu_for_the_fleet_judge() -> None:
     figures = check_figures({"id": "gpu-burn", "status": "fail", "metrics": result.metrics})
     assert [f.metric for f in figures] == ["gpu-burn.rate"]  # one figure: the worst GPU
     assert figures[0].value == min(m["value"] for m in result.metrics.values())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_vanished_device_hook_fails_the_cpu_burn_in_naming_the_device(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Real torch workers on the CPU path: device 1 fails before the start barrier, the other is
+    released at once (the barrier is broken, not waited out) and the check names device 1."""
+    pytest.importorskip("torch")
+    from conftest import tiny_cpu_config
+
+    from validators.runner import run_command
+
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "vanished-device").write_text("1\n")
+    monkeypatch.setenv("VALIDATORS_FAULT_DIR", str(faults))
+    result = run_check(MatmulBurnin(), make_context(tiny_cpu_config(tmp_path), run_command))  # type: ignore[arg-type]
+    assert result.status == "fail"
+    assert result.summary == (
+        "device 1: RuntimeError: device 1 vanished before the start (fault injection) (before the start)"
+    )
+    assert "device 0: did not start: a peer failed or was not ready in time" in result.evidence["lines"]
+    assert any(line.startswith("FAULT INJECTION ACTIVE") for line in result.evidence["lines"])
+
+
+def test_a_device_between_the_warn_and_fail_bands_warns() -> None:
+    """Azure's GEMM bands: 3.5 % under the expected figure warns, 7 % fails (was: 5 % failed)."""
+    result = run_matmul(matmul_output([780, 781, 779, 782, 740, 778, 781, 780]))
+    assert result.status == "warn", result.summary
+    assert result.summary == "device 4: 740.000 TFLOP/s is 5.1% below the node median 780.000 (warn at 3.5%)"
+
+
+def test_gpu_burn_is_given_its_compare_kernel_by_path() -> None:
+    """gpu_burn loads compare.fatbin (compare.ptx before 2026-05) relative to its working directory,
+    which is the suite's: without -c it aborts on a healthy node (wilicc/gpu-burn gpu_burn-drv.cpp)."""
+    burn(captured("gpu-burn", "a2000_ok_no_progress.txt"), 1)
+    (argv,) = burn.calls  # type: ignore[attr-defined]
+    folder = GPU_BURN_DIR["dir"]
+    assert argv[:3] == [str(folder / "gpu_burn"), "-c", str(folder / "compare.fatbin")]
+
+
+def test_gpu_burn_older_build_gets_its_ptx_kernel(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "gpu_burn").write_text("")
+    (tmp_path / "compare.ptx").write_text("")
+    burn(captured("gpu-burn", "a2000_ok_no_progress.txt"), 1, path=str(tmp_path / "gpu_burn"))
+    assert burn.calls[0][1:3] == ["-c", str(tmp_path / "compare.ptx")]  # type: ignore[attr-defined]
+
+
+def test_gpu_burn_without_a_compare_kernel_fails_before_running(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "gpu_burn").write_text("")
+    result = burn("", 1, path=str(tmp_path / "gpu_burn"))
+    assert result.status == "fail"
+    assert result.summary.startswith("gpu-burn: no compare kernel (compare.fatbin or compare.ptx) next to ")
+    assert burn.calls == []  # type: ignore[attr-defined]
+
+
+def test_gpu_burn_init_failure_on_stderr_is_the_reason() -> None:
+    """gpu_burn writes "Couldn't init a GPU test: ..." to stderr (gpu_burn-drv.cpp), not stdout."""
+    err = captured("gpu-burn", "k80_load_module_error_died_snip.txt")
+    line = next(x for x in err.splitlines() if "Couldn't init a GPU test" in x)
+    result = burn("", 1, stderr=line + "\n")
+    assert result.status == "fail"
+    assert "Couldn't init a GPU test" in result.summary

@@ -275,3 +275,38 @@ def test_multi_node_collectives_pass_each_at_its_own_floor() -> None:
     )
     assert result.status == "pass", result.summary
     assert result.summary.startswith("all_reduce, all_gather, alltoall across 2 nodes")
+
+
+def test_every_collective_a_standard_p5_run_makes_is_judged_against_a_floor() -> None:
+    """Before: all_gather, reduce_scatter and alltoall ended 'warn: ... not judged' on every GPU type
+    (only all_reduce had a catalogue floor), on one node and across nodes."""
+    from clusterforge.node.config import render_node_config
+    from clusterforge.providers.base import Node
+    from clusterforge.spec.loader import load_spec
+    from validators.config import DEFAULT_COLLECTIVES
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
+    spec, _ = load_spec(root / "stacks" / "prod.yaml")
+    node = Node("gpu-001", "10.0.0.11", "gpu", "gpu", "p5.48xlarge", {})
+    peer = Node("gpu-002", "10.0.0.12", "gpu", "gpu", "p5.48xlarge", {})
+    cfg = render_node_config(spec, node, [peer], launcher=("srun", "-N", "{nnodes}"))
+    cfg["gpu"]["model"] = "A10"  # the captured nvidia-smi below is an A10's
+    for key in [k for k in cfg["thresholds"] if k.endswith(".message_bytes")]:
+        cfg["thresholds"][key] = 1 << 30  # the capture's sweep ends at 4 GiB
+    text = captured("nccl-tests", "h100_8gpu_single_process_nvls_ok.txt")
+    answers = {NVSMI: GPU_OK}
+    for c in DEFAULT_COLLECTIVES:
+        answers[(f"{c}_perf",)] = (0, text, "")  # on the PATH the validators wrapper sets
+    runner = FakeRunner(answers)
+    single = run_check(NcclSingleNode(), make_context(cfg, runner, "standard"))
+    assert [call[0].rsplit("/", 1)[-1] for call in runner.calls[1:]] == [
+        f"{c}_perf" for c in DEFAULT_COLLECTIVES
+    ]
+    assert not any("not judged" in line for line in single.evidence["lines"] + [single.summary])
+    assert set(single.threshold) >= {f"nccl.{c}.1node.busbw_gbps" for c in DEFAULT_COLLECTIVES}
+    multi_runner = FakeRunner({("srun",): (0, text, "")})
+    multi = run_check(NcclMultiNode(), make_context(cfg, multi_runner, "standard"))
+    assert not any("not judged" in line for line in multi.evidence["lines"] + [multi.summary])
+    assert set(multi.threshold) >= {
+        f"nccl.{c}.2node.busbw_gbps" for c in cfg["nccl"]["multi_node_collectives"]
+    }

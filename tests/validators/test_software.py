@@ -5,9 +5,11 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
+import pytest
 from conftest import (
     NVSMI_NO_DRIVER_RC,
     FakeRunner,
+    captured,
     gpu_config,
     make_context,
     nvsmi_no_driver_text,
@@ -219,3 +221,66 @@ def test_pins_alone_make_the_check_apply_and_an_unreadable_dpkg_fails() -> None:
     runner = FakeRunner({DPKG: (2, "", "dpkg-query: error: cannot access archive")})
     result = run_check(SoftwareVersions(), make_context(pins_config(), runner))
     assert result.status == "fail" and "cannot read their state" in result.summary
+
+
+def fake_torch(root: Path, version: str, cuda: str | None) -> Path:
+    """A torch install as pip leaves it: the package's version.py and its dist-info (no code)."""
+    pkg = root / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise ImportError('a stand-in: never imported')\n")
+    value = repr(cuda) if cuda else "None"
+    (pkg / "version.py").write_text(
+        f"from typing import Optional\n__version__ = '{version}'\ncuda: Optional[str] = {value}\n"
+    )
+    info = root / f"torch-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+    return root
+
+
+@pytest.fixture
+def torch_on_path(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    import importlib
+    import sys
+
+    def install(version: str, cuda: str | None) -> None:
+        monkeypatch.syspath_prepend(str(fake_torch(tmp_path / "site", version, cuda)))
+        monkeypatch.delitem(sys.modules, "torch", raising=False)
+        importlib.invalidate_caches()
+
+    return install
+
+
+NVSMI = ("nvidia-smi", "-q", "-x")
+H200_550 = (0, captured("nvidia-smi", "q_550_h200_healthy.txt"), "")  # driver 550.90.12, CUDA 12.4
+
+
+def test_a_cuda_13_torch_on_a_cuda_12_driver_fails_naming_both(torch_on_path) -> None:  # type: ignore[no-untyped-def]
+    """PyPI's torch 2.13.0 is a CUDA 13.0 build (Requires-Dist cuda-toolkit==13.0.3). Before, python-runtime
+    passed on it (it never looked past the version) and every torch check then failed without a reason."""
+    torch_on_path("2.13.0", "13.0")
+    cfg = gpu_config()
+    cfg["software"] = {"torch": "2.13.0"}
+    result = run_check(PythonRuntime(), make_context(cfg, FakeRunner({NVSMI: H200_550})))
+    assert result.status == "fail"
+    assert result.summary.startswith(
+        "torch 2.13.0 is built for CUDA 13.0; driver 550.90.12 supports CUDA 12.4: torch cannot use the GPUs"
+    )
+
+
+def test_the_build_the_catalogue_names_passes_and_another_build_of_the_version_fails(torch_on_path) -> None:  # type: ignore[no-untyped-def]
+    torch_on_path("2.13.0+cu126", "12.6")
+    cfg = gpu_config()
+    cfg["software"] = {"torch": "2.13.0+cu126"}
+    ok = run_check(PythonRuntime(), make_context(cfg, FakeRunner({NVSMI: H200_550})))
+    assert ok.status == "pass", ok.summary
+    assert "torch 2.13.0+cu126 is built for CUDA 12.6" in ok.evidence["lines"]
+    cfg["software"] = {"torch": "2.13.0+cu130"}
+    wrong = run_check(PythonRuntime(), make_context(cfg, FakeRunner({NVSMI: H200_550})))
+    assert wrong.summary.startswith("torch: expected 2.13.0+cu130, found 2.13.0+cu126")
+
+
+def test_a_cpu_torch_on_a_gpu_node_fails(torch_on_path) -> None:  # type: ignore[no-untyped-def]
+    torch_on_path("2.13.0+cpu", None)
+    result = run_check(PythonRuntime(), make_context(gpu_config(), FakeRunner({NVSMI: H200_550})))
+    assert result.summary.startswith("torch 2.13.0+cpu is a CPU build")

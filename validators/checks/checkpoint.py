@@ -16,6 +16,7 @@ from validators.checks.base import Check, Context
 from validators.checks.system import write_read
 from validators.faults import active_fault, fault_path
 from validators.result import CheckResult, Outcome
+from validators.runner import end_group
 
 
 def last_json(text: str) -> Optional[Dict[str, Any]]:
@@ -36,13 +37,15 @@ def tail(text: str, n: int = 1) -> str:
 
 def finish_group(proc: "subprocess.Popen[str]", timeout: float) -> Tuple[str, str]:
     """Wait for a workload started in its own session; on timeout SIGKILL its whole group (the
-    ranks of a multi-rank run are its children)."""
+    ranks of a multi-rank run are its children). A rank left behind after a normal exit is ended too."""
     try:
-        return proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         return out, (err or "") + f"\ntimed out after {timeout:g} s (workload_timeout_seconds)"
+    end_group(proc.pid, grace=1.0)
+    return out, err
 
 
 def sha256_file(path: str) -> str:

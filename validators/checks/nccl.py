@@ -78,19 +78,31 @@ def judge_nccl(
     ]
     if points:
         out.series(f"{label}.busbw", points, "B", "GB/s")
+    keys = threshold_keys(collective, nodes)
+    size_min = cfg.thresholds.get(keys["size"])
+    # A row the parser could not read whole (cut by a log line and never completed, columns run
+    # together) is never judged as 0 GB/s nor skipped in silence: at a judged size it fails, naming
+    # the line; below it, it is evidence.
+    largest = max((r.get("size") or 0) for r in rows) if rows else 0
+    for bad in parsed.get("refused") or []:
+        at = bad.get("size")
+        line = f"{label}: line {bad['line']} not read ({bad['why']}): {bad['text'][:120]!r}"
+        if at is not None and at >= (size_min if size_min is not None else largest):
+            out.fail(line)
+        else:
+            out.evidence(line)
     if not rows:
         if rc == 0 and parsed.get("complete"):
             out.fail(f"{label}: no result rows in the output")
         return None
-    keys = threshold_keys(collective, nodes)
-    size_min = cfg.thresholds.get(keys["size"])
+    rows = [r for r in rows if _busbw(r) is not None]
+    if not rows:
+        out.fail(f"{label}: no row with a busbw figure in the output")
+        return None
     judged = [r for r in rows if size_min is None or (r.get("size") or 0) >= size_min]
     if size_min is None:
         judged = plateau_rows(rows) if plateau else [max(rows, key=lambda r: r.get("size") or 0)]
-    if not judged and size_min is None:
-        out.fail(f"{label}: no row with a busbw figure in the output")
-        return None
-    if not judged and size_min is not None:  # (with no size_min, returned above)
+    if not judged and size_min is not None:  # (with no size_min, judged holds the largest row)
         out.fail(
             f"{label}: no row at or above {int(size_min)} B ({keys['size']}); largest was {max(r.get('size') or 0 for r in rows)} B"
         )

@@ -80,6 +80,8 @@ class SoftwareVersions(Check):
         checked = 0
         # The driver first: when nvidia-smi cannot talk to it, that is the line to read first.
         for component, expected in sorted(cfg.software.items(), key=lambda kv: (kv[0] != "driver", kv[0])):
+            if component == "torch":
+                continue  # a Python package, not a system one: python-runtime judges it
             found = self._read(ctx, out, component)
             if found is None:
                 continue
@@ -225,19 +227,45 @@ def _rpm(ctx: Context, out: Outcome, patterns: Sequence[str]) -> Optional[List[T
     ]
 
 
+# torch/version.py, written at build time: `cuda: Optional[str] = '12.6'` (None in a CPU build).
+_TORCH_CUDA = re.compile(r"""^cuda\s*(?::[^=]*)?=\s*(?:['"]([^'"]+)['"]|None)""", re.MULTILINE)
+
+
+def torch_cuda() -> Tuple[bool, Optional[str]]:
+    """(found, CUDA release) of the installed torch, read from its version.py without importing it
+    (an import costs seconds and, on a driver too old for the build, only fails later)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        try:
+            with open(f"{folder}/version.py", encoding="utf-8") as fh:
+                match = _TORCH_CUDA.search(fh.read())
+        except OSError:
+            continue
+        if match:
+            return True, match.group(1)
+    return False, None
+
+
 class PythonRuntime(Check):
     id = "python-runtime"
     group = "preflight"
     profiles = ("quick", "standard", "full")
     needs = ()
-    measures = "the Python running the suite is >= 3.9 and, where NODE.json pins torch, torch imports at that version"
+    measures = (
+        "the Python running the suite is >= 3.9; where NODE.json pins torch, torch is installed at that version "
+        "(with its CUDA build's label, 2.13.0+cu126, when the pin has one); on a GPU node torch's CUDA build "
+        "(torch/version.py) is one the driver runs (its CUDA major <= nvidia-smi's CUDA Version)"
+    )
 
     def run(self, ctx: Context) -> CheckResult:
         out = Outcome(self.id)
         version = sys.version.split()[0]
         out.metric("python_version", float("%d.%d" % sys.version_info[:2]), "version")
         out.evidence(f"python {version} at {ctx.python}")
-        out.command("sys.version_info; importlib.metadata.version('torch')")
+        out.command("sys.version_info; importlib.metadata.version('torch'); torch/version.py cuda")
         if sys.version_info < (3, 9):
             out.fail(f"Python {version} is older than 3.9, the oldest this suite supports")
         # Read torch's installed version without importing it (an import costs seconds).
@@ -255,8 +283,52 @@ class PythonRuntime(Check):
                 out.fail(msg)
             else:
                 out.warn(msg)
-        else:
-            out.evidence(f"torch {torch_version}")
-            if pinned and not version_matches(pinned, torch_version):
-                out.fail(f"torch: expected {pinned}, found {torch_version}")
-        return out.finish(f"Python {version}" + (f", torch {torch_version}" if torch_version else ""))
+            return out.finish(f"Python {version}")
+        out.evidence(f"torch {torch_version}")
+        if pinned and not torch_matches(pinned, torch_version):
+            out.fail(f"torch: expected {pinned}, found {torch_version}")
+        if ctx.config.has_gpu:
+            self._cuda(ctx, out, torch_version)
+        return out.finish(f"Python {version}, torch {torch_version}")
+
+    def _cuda(self, ctx: Context, out: Outcome, torch_version: str) -> None:
+        """torch's CUDA build against the driver's: a build for a newer CUDA major imports fine and
+        then finds no usable GPU, so every torch check would fail without saying why."""
+        from validators.checks.base import NVIDIA_SMI_XML
+        from validators.parsers import PARSERS
+
+        found, cuda = torch_cuda()
+        if not found:
+            out.warn("torch's CUDA build not read (no torch/version.py with a cuda line)")
+            return
+        out.evidence(f"torch {torch_version} is built for CUDA {cuda or 'none (a CPU build)'}")
+        if cuda is None:
+            out.fail(
+                f"torch {torch_version} is a CPU build: the GPU checks cannot use the GPUs (install a CUDA build)"
+            )
+            return
+        rc, stdout, _ = ctx.run_cached(NVIDIA_SMI_XML)
+        driver_cuda = PARSERS["nvidia-smi"](stdout).get("cuda_version") if rc == 0 else None
+        if not driver_cuda:
+            return  # gpu-inventory reports why nvidia-smi cannot say
+        driver = PARSERS["nvidia-smi"](stdout).get("driver_version") or "?"
+        out.evidence(f"driver {driver} supports CUDA {driver_cuda} (nvidia-smi)")
+        if _major(cuda) > _major(driver_cuda):
+            out.fail(
+                f"torch {torch_version} is built for CUDA {cuda}; driver {driver} supports CUDA {driver_cuda}: torch "
+                f"cannot use the GPUs (install a CUDA {_major(driver_cuda)}.x build, e.g. torch==<version>+cu126 from "
+                "https://download.pytorch.org/whl/cu126, as clusterforge renders it from compatibility.yaml)"
+            )
+
+
+def _major(version: str) -> int:
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else 0
+
+
+def torch_matches(pinned: str, found: str) -> bool:
+    """A pin with a local label (2.13.0+cu126) must match exactly: another build of the same version
+    (PyPI's 2.13.0 is CUDA 13.0) is the problem it exists to catch; without one, as version_matches."""
+    if "+" in pinned:
+        return found == pinned
+    return version_matches(pinned, found)

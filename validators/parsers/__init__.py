@@ -34,8 +34,10 @@ nccl-tests  (nccl_tests.parse_nccl_tests; text stdout of any release, or the `-J
     format          "text"|"json"
   Launcher tags ("0: " from srun --label, "[1,0]<stdout>:" from mpirun --tag-output, "[0] " from MPICH/Intel
   MPI -prepend-rank) and interleaved
-  NCCL INFO/WARN lines are tolerated anywhere. A 2019-21 row that printed a blank redop/root under a
-  header naming them (alltoall) is read from the right; a row cut short (crash, paste) is dropped.
+  NCCL INFO/WARN lines are tolerated anywhere, also inside a row (its pieces are rejoined). A 2019-21 row
+  that printed a blank redop/root under a header naming them (alltoall) is read from the right.
+    refused         list       rows not read: {line int, text str, size int|None, why str} (cut short and
+                               never completed, columns run together, figures out of line with the run's)
 
 dcgmi-diag  (dcgm.parse_dcgmi_diag; `dcgmi diag -j` of DCGM 3.x "DCGM GPU Diagnostic" or 4.x
              "DCGM Diagnostic", or the boxed text table)

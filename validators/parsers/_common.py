@@ -13,6 +13,18 @@ from typing import Optional
 _LAUNCHER_PREFIX = re.compile(r"^\s*(?:\[\d+,\d+\]<std(?:out|err)>:\s?|\d+:\s|\[\d+\]\s)")
 
 
+# Terminal control sequences: CSI (ESC [ ... final byte, e.g. the underline nvidia-smi topo -m puts
+# around its header on drivers 590+, "\x1b[4mGPU0 ... \x1b[0m", even when its output is a file) and
+# the two-byte escapes (ESC + one char). ECMA-48: parameter bytes 0x30-0x3F, intermediate 0x20-0x2F,
+# final 0x40-0x7E.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (colours, underline, cursor moves)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
 def strip_launcher_prefix(line: str) -> str:
     """Return `line` without an srun/mpirun rank tag (the rest of the line is kept as printed)."""
     return _LAUNCHER_PREFIX.sub("", line, count=1)

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from validators.parsers._common import strip_ansi
+
 _RANK = {"fail": 5, "warn": 4, "pass": 3, "skip": 2, "not_run": 1}
 # Message rows: "Warning", "Error", "Info", also qualified ("Warning: GPU0", "Info GPU 1"), which must never
 # be read as a test named after them.
@@ -265,6 +267,7 @@ def _parse_text(text: str) -> Dict[str, Any]:
 
 def parse_dcgmi_diag(text: str) -> Dict[str, Any]:
     """Parse `dcgmi diag` output (JSON or text). See the package docstring for the fields."""
+    text = strip_ansi(text)  # a terminal's colours and underlines (validators/parsers/_common.py)
     start = text.find("{")
     if start != -1 and not text[:start].lstrip().startswith("+"):
         try:

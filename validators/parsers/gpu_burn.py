@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
+from validators.parsers._common import strip_ansi
+
 _HEADER = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$", re.MULTILINE)
 _RECORD = re.compile(
     r"(\d+(?:\.\d+)?)%\s+proc'd:(.*?)errors:(.*?)temps:(.*?)(?=\d+(?:\.\d+)?%\s+proc'd:|$)", re.DOTALL
@@ -62,6 +64,7 @@ def _median(values: List[float]) -> Optional[float]:
 
 def parse_gpu_burn(text: str) -> Dict[str, Any]:
     """Parse gpu_burn output. See the package docstring for the fields."""
+    text = strip_ansi(text)  # a terminal's colours and underlines (validators/parsers/_common.py)
     names = {int(i): name for i, name, _uuid in _HEADER.findall(text)}
     record = _last_record(text)
     tested = _TESTED.search(text)

@@ -6,23 +6,33 @@ Formats read (NVIDIA/nccl-tests src/common.cu and src/util.cu across releases):
                        all_gather/all_to_all print neither redop nor root, broadcast prints root only)
 - 2022+:               `size count type redop root time algbw busbw #wrong ...` (integer count, `N/A` with
                        `-c 0`, printed with %g so large counts come out as `1.04858e+06`)
-- 2.16+:               `# nccl-tests version ...`, `# Collective test starting: X_perf` and, in 2.17+,
-                       `# Collective test concluded: X_perf`; optional `#bitdiff`, per-iteration and timestamp
-                       columns, which are read by name from the header line and otherwise ignored.
+- 2.17.4+:             `# nccl-tests version ...`, `# Collective test starting: X_perf` and
+                       `# Collective test concluded: X_perf` (src/util.cu, commit 7bfcb34); `-J FILE` JSON from
+                       2.17.3; optional `#bitdiff`, per-iteration and timestamp columns, which are read by name
+                       from the header line and otherwise ignored. v2.14.1 (the project's pin) has none of these.
 Lines may carry srun (`0: `), Open MPI (`[1,0]<stdout>:`) or MPICH (`[0] `) tags, and NCCL INFO/WARN lines
 may be interleaved anywhere, including between table rows. 2019-21 releases printed the op and root of a
 collective without them as blanks (alltoall under a `redop` header): such rows are read from the right. A
 log may hold several runs one after another: rows are kept in order, `runs` counts them and the
 out-of-bounds counts are summed so a failed run is not hidden by a later passing one.
+
+How rows really arrive (nccl-tests prints a row in pieces, src/common.cu: the lead columns, then each
+side with its own printf): an NCCL log line can start in the middle of a row (NCCL >= 2.22 connects
+lazily, at a collective's first use, and logs it then: NVIDIA/nccl issue 1453), MPICH's `-prepend-rank`
+tags each piece (`-1[0]     159.4`), a terminal or a paste adds escape codes, indentation or loses
+separators. A row is rejoined from its pieces across interleaved log lines; a row that cannot be read
+whole, or whose figures disagree with the rest of the run (algbw x time / size and busbw / algbw are
+constant within a run, so a column read from the wrong place shows), is never guessed at: it goes to
+`refused` with its line number and text, and the check judges that, not a shifted figure.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from validators.parsers._common import strip_launcher_prefix, to_float, to_int
+from validators.parsers._common import strip_ansi, strip_launcher_prefix, to_float, to_int
 
 _BINARY = re.compile(r"\b((?:[a-z]+_)*[a-z]+)_perf(?:_mpi)?\b")
 _STARTING = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
@@ -41,6 +51,11 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _BARE_FOOTER = re.compile(r"^(?:Out of bounds values|Avg bus bandwidth|Bitwise mismatches)\s*:")
 # #wrong is an integer printed with %g ("16384", "1.04858e+06") or N/A; the old error column is %.0e ("2e-07").
 _WRONG_TOKEN = re.compile(r"^(?:\d+|N/A|\d\.\d+e\+\d+)$")
+# An NCCL log line's prefix, "host:pid:tid [cudaDev] NCCL INFO" (NCCL src/debug.cc), possibly after an MPICH
+# rank tag: where it starts inside a table row, the rest of the line is the log's, not the row's.
+_LOG_FRAGMENT = re.compile(r"(?:\[\d+\]\s*)?[\w.\-]+:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN|TRACE|ABORT)\b")
+# MPICH/Hydra -prepend-rank tags each printf piece of a row, so "[0]" also appears mid-row.
+_MID_TAG = re.compile(r"\[\d+\]")
 _ERROR_LINE = re.compile(
     r"NCCL WARN|Test (?:NCCL |CUDA )?failure|NCCL failure|Test timeout|^# error:|Bitwise mismatch \("
 )
@@ -228,6 +243,110 @@ def _parse_json(doc: Dict[str, Any]) -> Dict[str, Any]:
     return _finish(result)
 
 
+def _is_figure(token: str) -> bool:
+    return token == "N/A" or to_float(token) is not None
+
+
+def _is_row_head(tokens: List[str]) -> bool:
+    """The start of a table row: a size, a count and a data type word (float, half, bfloat16, int8...)."""
+    return (
+        len(tokens) >= 3
+        and tokens[0].isdigit()
+        and tokens[1].isdigit()
+        and to_float(tokens[2]) is None
+        and tokens[2].isalnum()
+    )
+
+
+def _lead_size(line: str) -> Optional[int]:
+    first = _MID_TAG.sub(" ", line).split()[:1]
+    return int(first[0]) if first and first[0].isdigit() else None
+
+
+class _Pending:
+    """A row whose pieces arrive on several lines (an NCCL log line cut it)."""
+
+    def __init__(self, number: int, text: str, tokens: List[str]) -> None:
+        self.number, self.text, self.tokens = number, text, list(tokens)
+
+    def add(self, number: int, tokens: List[str]) -> None:
+        self.tokens += tokens
+        self.text += f" | line {number}: " + " ".join(tokens)
+
+    def complete(self, layout: Optional[_Layout]) -> Optional[Dict[str, Any]]:
+        if layout is None or len(self.tokens) != layout.width:
+            return None
+        return layout.row(self.tokens)
+
+    def refusal(self, why: str) -> Tuple[int, str, str]:
+        return self.number, self.text, f"row cut short ({len(self.tokens)} columns): {why}"
+
+
+# Figures of one run agree with each other: algbw x time / size is the same constant on every row (1 in
+# current releases; (n-1)/n or 1/2 in some old all_gather builds), and so is busbw / algbw (the
+# collective's bus factor). A row read with its columns shifted breaks one of them. The tolerance covers
+# the printed precision (algbw and busbw %6.2f, time to 2, 1 or 0 decimals) with room to spare.
+_ABS_TOL = 0.011
+_REL_TOL = 0.03
+
+
+def _ratios(row: Dict[str, Any]) -> List[Tuple[str, float, float, float]]:
+    """(what, printed value, reference figure, ratio) per side; only where the figures carry precision."""
+    out: List[Tuple[str, float, float, float]] = []
+    for side in ("out_of_place", "in_place"):
+        part = row.get(side) or {}
+        values = (part.get("time_us"), part.get("algbw"), part.get("busbw"), row.get("size"))
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            continue
+        time_us, algbw, busbw, size = (float(v) for v in values)  # type: ignore[arg-type]
+        if time_us <= 0:
+            continue
+        rate = size / time_us / 1e3  # bytes / us / 1e3 = GB/s
+        if algbw >= 0.1 and rate > 0:
+            out.append((f"{side} algbw", algbw, rate, algbw / rate))
+        if algbw >= 0.1:
+            out.append((f"{side} busbw", busbw, algbw, busbw / algbw))
+    return out
+
+
+def _consistent(
+    rows: List[Dict[str, Any]], lines_of: List[Tuple[int, str]], refused: List[Dict[str, Any]]
+) -> Tuple[List[Dict[str, Any]], List[Tuple[int, str]]]:
+    """Rows whose figures agree with the run's; the others are refused with their line."""
+    import statistics
+
+    every: Dict[str, List[float]] = {}
+    for row in rows:
+        for what, _, _, ratio in _ratios(row):
+            every.setdefault(what.split()[-1], []).append(ratio)
+    if not every:
+        return rows, lines_of
+    median = {what: statistics.median(values) for what, values in every.items()}
+    kept: List[Dict[str, Any]] = []
+    kept_lines: List[Tuple[int, str]] = []
+    for index, row in enumerate(rows):  # (no zip(strict=): Python 3.9)
+        number, text = lines_of[index]
+        bad = [
+            f"{what} {value:g} is not {median[what.split()[-1]]:.3g} x {ref:.4g} like the rest of the run"
+            for what, value, ref, ratio in _ratios(row)
+            if abs(value - median[what.split()[-1]] * ref)
+            > _ABS_TOL + _REL_TOL * median[what.split()[-1]] * ref
+        ]
+        if bad:
+            refused.append(
+                {
+                    "line": number,
+                    "text": text,
+                    "size": row.get("size"),
+                    "why": "columns out of place: " + bad[0],
+                }
+            )
+            continue
+        kept.append(row)
+        kept_lines.append((number, text))
+    return kept, kept_lines
+
+
 def parse_nccl_tests(text: str) -> Dict[str, Any]:
     """Parse one nccl-tests run (text stdout, or the JSON written by -J). See the package docstring."""
     stripped = text.lstrip()
@@ -236,29 +355,48 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
             return _parse_json(json.loads(stripped))
         except ValueError:
             pass  # not JSON after all: read it as text
+    text = strip_ansi(text)
     binary: Optional[str] = None
     version: Optional[str] = None
     header_ranks: Optional[int] = None
     ranks_seen: Dict[int, Dict[str, Any]] = {}
     layout: Optional[_Layout] = None
     rows: List[Dict[str, Any]] = []
+    lines_of: List[Tuple[int, str]] = []  # (line number, text) of each row, for refusals
+    refused: List[Dict[str, Any]] = []
+    pending: Optional[_Pending] = None  # a row whose pieces are still arriving
+    last_layout: Optional[_Layout] = None
     errors: List[str] = []
     out_of_bounds: Optional[int] = None
     bitwise: Optional[int] = None
     avg: Optional[float] = None
     avg_check: Optional[str] = None
     footers = 0  # "# Out of bounds values" lines: one per run in the log
-    for raw in text.splitlines():
+
+    def refuse(number: int, line: str, why: str) -> None:
+        refused.append({"line": number, "text": line, "size": _lead_size(line), "why": why})
+
+    for number, raw in enumerate(text.splitlines(), 1):
         line = strip_launcher_prefix(raw).rstrip()
         body = line.strip()
         if not body:
             continue
-        if _ERROR_LINE.search(body):
+        cut = _LOG_FRAGMENT.search(body)
+        if cut is not None and cut.start() > 0 and body[:1].isdigit():
+            # A row interrupted by an NCCL log line: keep the row's piece, the rest is the log's.
+            log = body[cut.start() :]
+            if _ERROR_LINE.search(log):
+                errors.append(log)
+            body = body[: cut.start()].rstrip()
+        elif _ERROR_LINE.search(body):
             errors.append(body)
             continue
         if _BARE_FOOTER.match(body):
             body = "# " + body
         if body.startswith("#"):
+            if pending is not None:
+                refuse(*pending.refusal("the run's next header or footer came before the rest of it"))
+                pending = None
             match = _STARTING.match(body)
             if match:
                 binary = binary or match.group(1)
@@ -303,13 +441,45 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         if binary is None and "_perf" in body and not body[:1].isdigit():
             match = _BINARY.search(body)  # a command line echoed before the run
             binary = match.group(0) if match else None
-        tokens = body.split()
-        if to_int(tokens[0]) is None or not tokens[0].lstrip("-").isdigit():
+        tokens = _MID_TAG.sub(" ", body).split() if body[:1].isdigit() or body[:1] == "-" else body.split()
+        if pending is not None:
+            if tokens and all(_is_figure(t) for t in tokens):
+                pending.add(number, tokens)
+                known = layout or last_layout
+                done = pending.complete(known)
+                if done is not None:
+                    rows.append(done)
+                    lines_of.append((pending.number, pending.text))
+                    pending = None
+                elif known is not None and len(pending.tokens) > known.width:
+                    refuse(
+                        *pending.refusal(
+                            f"its pieces make {len(pending.tokens)} columns, the table {known.width}"
+                        )
+                    )
+                    pending = None
+                continue
+            if not tokens or not _is_row_head(tokens):
+                continue  # NCCL INFO lines and launcher chatter between the pieces of a row
+            refuse(*pending.refusal("the next row began before the rest of it"))
+            pending = None
+        if not tokens or to_int(tokens[0]) is None or not tokens[0].lstrip("-").isdigit():
             continue  # NCCL INFO lines, launcher chatter, "..." elisions
         row_layout = layout or _Layout.guess(tokens)
         row = row_layout.row(tokens) if row_layout else None
+        known = layout or last_layout  # a log without its header: the layout of the rows read so far
         if row is not None:
             rows.append(row)
+            lines_of.append((number, body))
+            last_layout = row_layout
+        elif known is not None and len(tokens) < known.width and _is_row_head(tokens):
+            pending = _Pending(number, body, tokens)
+        elif _is_row_head(tokens) or all(_is_figure(t) for t in tokens):
+            width = f"the table's {known.width}" if known else "a table row's"
+            refuse(number, body, f"{len(tokens)} columns, not {width}: columns run together or cut short")
+    if pending is not None:
+        refuse(*pending.refusal("the output ends before the rest of it"))
+    rows, lines_of = _consistent(rows, lines_of, refused)
     headers = sum(1 for line in text.splitlines() if "minBytes" in line and _HEADER_PARAMS.search(line))
     header = re.search(r"^.*\bminBytes\b.*$", text, re.MULTILINE)
     check = _VALIDATION.search(header.group(0)) if header else None
@@ -332,6 +502,7 @@ def parse_nccl_tests(text: str) -> Dict[str, Any]:
         "avg_busbw_check": avg_check,
         "complete": out_of_bounds is not None and avg is not None,
         "errors": errors,
+        "refused": refused,
     }
     if bitwise is not None:
         result["bitwise_mismatches"] = bitwise

@@ -13,6 +13,8 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any, Dict, List, Optional, Tuple
 
+from validators.parsers._common import strip_ansi
+
 _FAILURES = re.compile(
     r"NVIDIA-SMI has failed[^\n]*|Failed to initialize NVML[^\n]*|No devices were found[^\n]*"
     r"|Unable to determine the device handle[^\n]*|Driver/library version mismatch[^\n]*"
@@ -285,6 +287,7 @@ def _parse_xml(root: ET.Element) -> Node:
 
 def parse_nvidia_smi(text: str) -> Dict[str, Any]:
     """Parse `nvidia-smi -q` or `nvidia-smi -q -x` output. See the package docstring for the fields."""
+    text = strip_ansi(text)  # a terminal's colours and underlines (validators/parsers/_common.py)
     failure = _FAILURES.search(text)
     # nvidia-smi prints a GPU it cannot reach ("Unable to determine the device handle for GPU1: ...") before
     # the document and goes on with the others, so the XML may not start the text

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Optional
 
-from validators.parsers._common import strip_launcher_prefix, to_float
+from validators.parsers._common import strip_ansi, strip_launcher_prefix, to_float
 
 _GPU = re.compile(r"^GPU (\d+):\s*(.*)$")
 _UUID = re.compile(r"^(.*?)\s*\(UUID:\s*([^)]*)\)\s*(.*)$")
@@ -26,6 +26,7 @@ _FAILURE = re.compile(r"(NVIDIA-SMI has failed.*|Failed to initialize NVML.*|No 
 
 def parse_nvlink_status(text: str) -> Dict[str, Any]:
     """Parse nvidia-smi nvlink --status output. See the package docstring for the fields."""
+    text = strip_ansi(text)  # a terminal's colours and underlines (validators/parsers/_common.py)
     gpus: List[Dict[str, Any]] = []
     current: Optional[Dict[str, Any]] = None
     failure: Optional[str] = None

@@ -10,7 +10,14 @@ runner does the I/O, a constant number of head-node commands per round whatever 
 4. read every group's rank-0 report in one command: its figure is the check's ``busbw``; a job
    that hung, was cancelled or lost a node gives no report, and the group is recorded as "no
    result" (the planner retests its nodes with known-good partners: never all nodes failed
-   because one job failed).
+   because one job failed). The same command reads the tail of every job's output (Slurm's
+   ``-o`` file: NCCL's own error, or slurmstepd's "CANCELLED ... DUE TO TIME LIMIT"), and its
+   telling lines go into the group's record and reason.
+
+A job's Slurm time limit is sized from the suite's own bounds: every member's NODE.json gets
+``durations.workload_timeout_seconds`` = ``run_timeout_s`` (each benchmark run's limit inside the
+suite), and the job may run ``runs x run_timeout_s + startup_s``; so a hung run is ended by the
+suite, which still writes its report with the reason, before Slurm would kill the job.
 
 Every group test lands in ``reports/network-groups.json`` (round, nodes, group size, purpose,
 figure, job state, and rank 0's busbw-against-message-size curve) for the people's report, with
@@ -20,6 +27,8 @@ the median per group size (busbw against node count, and against message size pe
 from __future__ import annotations
 
 import json
+import math
+import re
 import shlex
 import time
 from collections.abc import Callable, Sequence
@@ -51,8 +60,37 @@ WRITE_FILES = (
     "    os.makedirs(os.path.dirname(p),exist_ok=True)\n"
     "    open(p,'w').write(t)\n"
 )
-# Prints each file after a header line, so one command reads back a round's reports.
-CAT_FILES = 'for f in "$@"; do printf "=== %s\\n" "$f"; cat "$f" 2>/dev/null; printf "\\n"; done'
+# The algorithm of every 2-node nccl-tests group job. At 2 nodes tree/NVLS can report busbw above the
+# NIC line rate (NVIDIA/nccl-tests issues 22 and 196, NVIDIA/nccl issue 812: "Forcing NCCL_ALGO=RING when
+# using two nodes will give you a better representation"); the catalogue's 2-node floors are Ring
+# figures (hardware.yaml, tests/catalog/test_hardware.py holds them to this).
+PAIR_ALGORITHM = "Ring"
+# Prints each file after a header line, so one command reads back a round's reports, and the last
+# JOB_OUTPUT_BYTES of each job's output (NCCL_DEBUG=INFO makes it megabytes; the error is at its end).
+JOB_OUTPUT_BYTES = 4096
+CAT_FILES = (
+    'for f in "$@"; do printf "=== %s\\n" "$f"; case "$f" in '
+    f'*.out) tail -c {JOB_OUTPUT_BYTES} "$f" 2>/dev/null;; *) cat "$f" 2>/dev/null;; esac; printf "\\n"; done'
+)
+# Each benchmark run inside a group job (one per collective) is ended by the suite after this long
+# (NODE.json durations.workload_timeout_seconds, written into every member's config). A 2-node
+# nccl-tests sweep of the standard profile (256 MiB to 16 GiB, 20 iterations) takes well under a
+# minute at the catalogue's floors (the slowest, alltoall at 23 GB/s, moves 16 GiB in ~0.7 s per
+# iteration); ten minutes leaves room for NCCL's set-up over EFA and for the full profile's 50.
+GROUP_RUN_TIMEOUT_S = 600
+# Beside the runs: srun starting the ranks, Python and the suite starting, the report written.
+GROUP_STARTUP_S = 300
+# The Open MPI / PMIx environment AWS's nccl-tests image sets for `srun --mpi=pmix` on EFA
+# (aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests/nccl-tests.Dockerfile ENV:
+# OMPI_MCA_pml=^ucx, OMPI_MCA_btl=tcp,self, PMIX_MCA_gds=hash, the last against open-mpi/ompi issue
+# 7516). Set with `env` in the job (sbatch --export cannot carry a value with a comma); the launcher
+# srun passes the job's environment on to every rank.
+EFA_LAUNCH_ENV = ("OMPI_MCA_pml=^ucx", "OMPI_MCA_btl=tcp,self", "PMIX_MCA_gds=hash")
+# Lines of a job's output that say why it ended: NCCL's and nccl-tests' errors, Slurm's own words.
+_TELLING = re.compile(
+    r"NCCL WARN|Test (?:NCCL |CUDA )?failure|NCCL failure|DUE TO TIME LIMIT|CANCELLED|error|Error|"
+    r"Killed|Aborted|timed out|srun: "
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +103,6 @@ class GroupJobs:
     reservation: str
     validators: Sequence[str]
     check: str
-    time_limit_min: int = 10  # Slurm's limit on a job's running time
     pending_s: int = 120  # how long a job may wait to start
     poll_s: float = 3.0
     # gloo: one validators process per node (srun), each a rank. nccl-tests: one validators
@@ -77,6 +114,34 @@ class GroupJobs:
     # GPUs per node of the group's type: one_launcher jobs take whole nodes and their GPUs, so the
     # ranks the launcher starts (one per GPU) get CPUs and the GPU devices (ConstrainDevices).
     gpus_per_node: int = 0
+    # The suite's limit on each benchmark run, and the job's time beside its runs (see above).
+    run_timeout_s: int = GROUP_RUN_TIMEOUT_S
+    startup_s: int = GROUP_STARTUP_S
+    # EFA nodes: the launcher's Open MPI / PMIx environment (EFA_LAUNCH_ENV).
+    efa: bool = False
+
+    @property
+    def runs(self) -> int:
+        """Benchmark runs one job makes: one per collective."""
+        return max(1, len(self.collectives))
+
+    @property
+    def time_limit_min(self) -> int:
+        """Slurm's limit on a job's running time (whole minutes, sbatch -t): longer than the suite's
+        own bound on its runs, so the suite, not Slurm, ends a hung run and reports why."""
+        return math.ceil((self.runs * self.run_timeout_s + self.startup_s) / 60)
+
+    def member_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A member's NODE.json with each run's limit under the job's (an existing lower one stays)."""
+        durations = dict(config.get("durations") or {})
+        current = durations.get("workload_timeout_seconds")
+        durations["workload_timeout_seconds"] = (
+            min(current, self.run_timeout_s) if current else self.run_timeout_s
+        )
+        return {**config, "durations": durations}
+
+    def job_output(self, group: TestGroup, index: int, job_id: str) -> str:
+        return f"{self.group_folder(group, index)}/job-{job_id}.out"
 
     @property
     def folder(self) -> str:
@@ -103,10 +168,10 @@ class GroupJobs:
                 "--out", f"{shlex.quote(folder)}/$SLURMD_NODENAME",
             ]
         )  # fmt: skip
+        if self.efa:
+            per_node = " ".join(["env", *map(shlex.quote, EFA_LAUNCH_ENV), per_node])
         wrap = per_node if self.one_launcher else f"srun --ntasks-per-node=1 sh -c {shlex.quote(per_node)}"
-        # At 2 nodes tree/NVLS can report busbw above the NIC line rate (nccl-tests issues 22,
-        # 290): pair figures are measured with the ring algorithm.
-        export = ["--export=ALL,NCCL_ALGO=Ring"] if group.size == 2 and self.one_launcher else []
+        export = [f"--export=ALL,NCCL_ALGO={PAIR_ALGORITHM}"] if group.size == 2 and self.one_launcher else []
         whole = ["--exclusive"] if self.one_launcher else []
         if self.one_launcher and self.gpus_per_node > 0:
             whole.append(f"--gpus-per-node={self.gpus_per_node}")
@@ -124,10 +189,11 @@ class GroupRecord:
     purpose: str
     nodes: list[str]
     figure: float | None
-    state: str  # "done" | "no report" | "not submitted: ..." | "cancelled at the deadline"
+    state: str  # "done" | "no report[: <job output>]" | "not submitted: ..." | "cancelled at the deadline"
     message_bytes: float | None = None
     curve: list[list[float]] = field(default_factory=list)  # [[bytes, busbw GB/s], ...] ascending
     size: int = 0  # nodes in the group (= len(nodes))
+    output: list[str] = field(default_factory=list)  # the job output's telling lines (its tail)
     # Several collectives: rank 0's busbw of each, and the one furthest under its reference
     # (``figure`` is then the worst ratio in the primary's unit, group_collectives.py).
     figures: dict[str, float | None] = field(default_factory=dict)
@@ -158,7 +224,9 @@ def run_round(
     for i, group in enumerate(groups):
         for node in group.nodes:
             peers = [n for n in group.nodes if n != node]
-            files[f"{jobs.group_folder(group, i)}/{node}.json"] = json.dumps(config_for(node, peers))
+            files[f"{jobs.group_folder(group, i)}/{node}.json"] = json.dumps(
+                jobs.member_config(config_for(node, peers))
+            )
     rc, _, err = head(["python3", "-c", WRITE_FILES], stdin=json.dumps(files))
     if rc != 0:
         why = (
@@ -198,8 +266,10 @@ def run_round(
         for job_id in left:
             states[job_ids[job_id]] = f"cancelled at the {jobs.deadline_s:.0f} s deadline"
     paths = [f"{jobs.group_folder(g, i)}/{n}/report.json" for i, g in enumerate(groups) for n in g.nodes]
-    _, text, _ = head(["sh", "-c", CAT_FILES, "sh", *paths])
+    outputs = {i: jobs.job_output(groups[i], i, job_id) for job_id, i in job_ids.items()}
+    _, text, _ = head(["sh", "-c", CAT_FILES, "sh", *paths, *outputs.values()])
     found = parse_cat(text)
+    said = {i: telling_lines(sections(text).get(path, "")) for i, path in outputs.items()}
     figures: dict[TestGroup, float | None] = {}
     primary = jobs.collectives[0] if jobs.collectives else None
     judged: list[tuple[TestGroup, GroupRecord]] = []
@@ -213,12 +283,13 @@ def run_round(
                 )
         first = found.get(f"{folder}/{rank0(group)}/report.json")
         figure, nbytes = group_figure(first, jobs.check, primary)
-        state = states.get(i) or ("done" if figure is not None else "no report")
+        state = states.get(i) or ("done" if figure is not None else no_report(said.get(i, []), jobs))
         figures[group] = figure if i not in states else None
         curve = group_curve(first, jobs.check, primary) if figures[group] is not None else []
         record = GroupRecord(
-            group.round, group.purpose, list(group.nodes), figures[group], state, nbytes, curve
-        )
+            group.round, group.purpose, list(group.nodes), figures[group], state, nbytes, curve,
+            output=said.get(i, []) if figure is None else [],
+        )  # fmt: skip
         if log.collectives is not None and i not in states:
             record.figures = collective_figures(first, jobs.check, log.collectives.collectives)
             if group.purpose != "scale":  # scaling groups are recorded, not judged
@@ -227,6 +298,34 @@ def run_round(
     if log.collectives is not None and judged:
         _judge_collectives(log, log.collectives, judged, figures)
     return figures
+
+
+def sections(text: str) -> dict[str, str]:
+    """``CAT_FILES`` output -> path: its text as printed."""
+    out: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("=== "):
+            current = out.setdefault(line[4:], [])
+        elif current is not None:
+            current.append(line)
+    return {path: "\n".join(lines) for path, lines in out.items()}
+
+
+def telling_lines(output: str, most: int = 5) -> list[str]:
+    """The lines of a job's output that say why it ended (NCCL's errors, Slurm's time limit), last
+    first kept; else its last non-empty line."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    telling = [line for line in lines if _TELLING.search(line)]
+    picked = telling[-most:] if telling else lines[-1:]
+    return [line[:300] for line in picked]
+
+
+def no_report(output: list[str], jobs: GroupJobs) -> str:
+    """The state of a finished job that left no figure, with what its output says."""
+    if any("DUE TO TIME LIMIT" in line for line in output):
+        return f"no report: Slurm ended the job at its {jobs.time_limit_min} min time limit ({output[-1]})"
+    return "no report" + (f": {output[-1]}" if output else "")
 
 
 def _judge_collectives(
@@ -242,7 +341,10 @@ def _judge_collectives(
         figure, worst = refs.judge(record.size, record.figures)
         record.worst = worst
         record.figure = figures[group] = figure
-        record.state = "done" if figure is not None else "no report"
+        # a group without figures keeps what its job's output said (no_report)
+        record.state = (
+            "done" if figure is not None else (record.state if record.state != "done" else "no report")
+        )
 
 
 def _no_result(groups: Sequence[TestGroup], log: RunLog, why: str) -> dict[TestGroup, float | None]:

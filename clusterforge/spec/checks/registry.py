@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.catalog import CompatMatrix, HardwareCatalog, load_compat, load_hardware
-from clusterforge.spec.checks import cluster, pools, software
+from clusterforge.spec.checks import cluster, pools, pytorch, software
 from clusterforge.spec.checks.base import Check, CheckContext, suggest
 from clusterforge.spec.loader import Finding, LineMap, SpecError, load_spec
 from clusterforge.spec.models import ClusterSpec
@@ -40,6 +40,7 @@ CHECKS: tuple[type[Check], ...] = (
     software.DriverLifecycle,
     software.CudaDriver,
     software.GpuDriverCuda,
+    pytorch.TorchDriver,
     software.KernelModule,
     software.FabricManager,
     software.NcclCuda,

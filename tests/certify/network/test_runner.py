@@ -64,7 +64,7 @@ def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
     writes = [c for c in head.calls if c[0] == "python3"]
     assert len(writes) == 1  # one command writes every config of the round
     config = json.loads(head.files["/shared/.clusterforge/cert/R1/groups/r1-g0/b.json"])
-    assert config == {"node": "b", "peers": ["a"]}
+    assert config == {"node": "b", "peers": ["a"], "durations": {"workload_timeout_seconds": 600}}
     sbatch = [c for c in head.calls if c[0] == "sbatch"]
     assert len(sbatch) == 2 and all("--reservation=clusterforge_cert" in c for c in sbatch)
     assert {c[c.index("-J") + 1] for c in sbatch} == {"clusterforge-net-R1-r1"}
@@ -343,3 +343,92 @@ def test_the_planner_figure_is_the_worst_ratio_in_the_primarys_unit() -> None:
     assert refs.judge(2, {}) == (None, None)
     # no reference for the primary yet: its own figure, the single-collective figure
     assert CollectiveReferences(NCCL3).judge(2, {"all_reduce": 396.0, "alltoall": 1.0}) == (396.0, None)
+
+
+# -- the job's limits, environment and output (issue 22) ---------------------------------------------
+
+NCCL3 = ("all_reduce", "all_gather", "alltoall")
+
+
+def test_the_job_outlives_the_suites_own_bound_on_its_runs() -> None:
+    """Before: -t 10 while each of 3 nccl-tests runs could take the standard profile's 3600 s: Slurm
+    killed the job first, no report.json was written and the group read as 'no report'."""
+    jobs = gr.GroupJobs(
+        "R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, collectives=NCCL3
+    )
+    config = jobs.member_config({"node": "a", "durations": {"burnin_seconds": 300}})
+    bound = config["durations"]["workload_timeout_seconds"]
+    assert config["durations"]["burnin_seconds"] == 300
+    assert jobs.time_limit_min * 60 >= jobs.runs * bound + 60, "the suite ends a hung run before Slurm does"
+    argv = jobs.sbatch_argv(TestGroup(("n1", "n2"), 1, "screen"), 0)
+    assert argv[argv.index("-t") + 1] == str(jobs.time_limit_min) == "35"  # ceil((3 x 600 + 300) / 60)
+    assert jobs.member_config({"durations": {"workload_timeout_seconds": 60}})["durations"] == {
+        "workload_timeout_seconds": 60
+    }  # a profile's lower bound stays
+    assert jobs.deadline_s == 35 * 60 + jobs.pending_s
+
+
+def test_efa_jobs_launch_with_the_open_mpi_environment_aws_uses() -> None:
+    efa = gr.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, efa=True)
+    wrap = efa.sbatch_argv(TestGroup(("n1", "n2"), 1, "screen"), 0)[-1]
+    assert wrap.startswith("env 'OMPI_MCA_pml=^ucx' OMPI_MCA_btl=tcp,self PMIX_MCA_gds=hash v run ")
+    plain = gr.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True)
+    assert plain.sbatch_argv(TestGroup(("n1", "n2"), 1, "screen"), 0)[-1].startswith("v run ")
+
+
+class DyingHead(Head):
+    """Jobs of `die` end without a report; their Slurm output holds what killed them."""
+
+    def __init__(self, die: dict[str, str]) -> None:
+        super().__init__()
+        self.die = die
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        if argv[0] == "sbatch":
+            nodes = argv[argv.index("-w") + 1].split(",")
+            said = next((text for node, text in self.die.items() if node in nodes), None)
+            if said is not None:
+                self.calls.append(argv)
+                job = str(100 + len(self.calls))
+                self.files[argv[argv.index("-o") + 1].replace("%j", job)] = said
+                return 0, f"{job}\n", ""
+        return super().__call__(argv, stdin)
+
+
+# slurmstepd's words when a job reaches its limit (src/slurmd/slurmstepd/req.c), and NCCL's own error.
+TIME_LIMIT = (
+    "slurmstepd: error: *** JOB 103 ON gpu-003 CANCELLED AT 2026-11-30T10:00:00 DUE TO TIME LIMIT ***"
+)
+NCCL_ERR = "gpu-003:1234:1290 [3] NCCL WARN NET/OFI Request error: Input/output error"
+
+
+def test_a_job_that_left_no_report_records_what_its_output_said() -> None:
+    head, log = DyingHead({"c": "line 1\n" + NCCL_ERR + "\n" + TIME_LIMIT + "\n"}), gr.RunLog()
+    gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+                 clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    done, died = log.records
+    assert done.state == "done" and done.output == []
+    assert (
+        died.state
+        == f"no report: Slurm ended the job at its {JOBS.time_limit_min} min time limit ({TIME_LIMIT})"
+    )
+    assert died.output == [NCCL_ERR, TIME_LIMIT]
+    (cat,) = [c for c in head.calls if c[:3] == ["sh", "-c", gr.CAT_FILES]]
+    assert cat[-1].endswith("/r1-g1/job-103.out") and "tail -c 4096" in gr.CAT_FILES
+
+
+def test_telling_lines_keep_the_errors_else_the_last_line() -> None:
+    assert gr.telling_lines("a\nb\n\n") == ["b"]
+    assert gr.telling_lines("x\n" + NCCL_ERR + "\ny\n") == [NCCL_ERR]
+    assert gr.no_report([], JOBS) == "no report"
+
+
+def test_with_several_collectives_a_dead_job_keeps_what_its_output_said() -> None:
+    head, log = DyingHead({"c": NCCL_ERR + "\n"}), gr.RunLog()
+    log.collectives = CollectiveReferences(NCCL3, {}, 0.15)
+    jobs = gr.GroupJobs(
+        "R1", "/shared", "quick", "res", ["v"], "nccl-multi-node", poll_s=0, collectives=NCCL3
+    )
+    gr.run_round(head, jobs, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+                 clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert log.records[1].state == f"no report: {NCCL_ERR}"
