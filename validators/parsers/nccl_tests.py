@@ -298,7 +298,7 @@ def _ratios(row: Dict[str, Any]) -> List[Tuple[str, float, float, float]]:
         values = (part.get("time_us"), part.get("algbw"), part.get("busbw"), row.get("size"))
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
             continue
-        time_us, algbw, busbw, size = (float(v) for v in values)  # type: ignore[arg-type]
+        time_us, algbw, busbw, size = (float(v) for v in values)  # type: ignore[arg-type]  # checked numeric on the line above
         if time_us <= 0:
             continue
         rate = size / time_us / 1e3  # bytes / us / 1e3 = GB/s
