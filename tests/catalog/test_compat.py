@@ -31,6 +31,7 @@ ESTIMATES = {
     "gpu_models.H200": "CUDA 12.4 GA driver",
     "instance_floors.p5e.48xlarge,p5en.48xlarge": "p5.48xlarge only",
     "os_images": "Debian 12 is inferred",
+    "gpu_models.B300": "first toolkit with sm_103",
 }
 
 
