@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.ansible.runner import REPO_ROOT, ansible_env, run_stamp
+from clusterforge.cluster_secrets import KeyStore, after_converge, before_converge, key_store
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.display import Board
@@ -63,6 +64,25 @@ class StackContext:
     playbooks: Path = PLAYBOOKS
     # How commands reach a node (the head's scontrol/sinfo/sbatch); tests inject a fake Slurm.
     runner: Callable[..., Runner] = node_runner
+    # Where the cluster's munge key lives beside this workstation (AWS: SSM); tests inject a fake.
+    key_store: Callable[[ClusterSpec], KeyStore | None] = key_store
+    _store: list[KeyStore | None] = field(default_factory=list)
+
+    def munge_store(self) -> KeyStore | None:
+        if not self._store:
+            self._store.append(self.key_store(self.spec))
+        return self._store[0]
+
+    def before_converge(self) -> None:
+        """The cluster's munge key in the local file before Ansible reads it (cluster_secrets)."""
+        note = before_converge(self.paths.munge_key, self.munge_store())
+        if note:
+            self.board.note(self.spec.stack, note)
+
+    def after_converge(self) -> None:
+        note = after_converge(self.paths.munge_key, self.munge_store())
+        if note:
+            self.board.note(self.spec.stack, note)
 
     def secrets(self) -> list[bytes]:
         """Values that must never be printed: the cluster's munge key."""

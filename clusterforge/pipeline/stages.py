@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.cluster_secrets import SecretError
 from clusterforge.drift.decide import Decision
 from clusterforge.drift.nodes import decisions as drift_decisions
 from clusterforge.drift.nodes import nodes_now, record_baselines
@@ -113,6 +114,10 @@ class ConfigureStage(BaseStage):
 
     def _converge(self, nodes: list[str], decided: dict[str, Decision]) -> dict[str, StageResult]:
         ctx = self.ctx
+        try:
+            ctx.before_converge()
+        except SecretError as exc:
+            return {name: StageResult(False, f"munge key: {exc}") for name in nodes}
         run = PlaybookRun(
             self.playbook,
             ctx.hosts_file,
@@ -127,8 +132,13 @@ class ConfigureStage(BaseStage):
             result = run.run()
         finally:
             self._run = None
-        # The munge key may have been created by this very run: scrub again with it known.
+        # The munge key may have been created (or read from the controller) by this very run: scrub
+        # again with it known, and keep it with the cluster.
         run.secrets = ctx.secrets()
+        try:
+            ctx.after_converge()
+        except SecretError as exc:
+            ctx.board.note(ctx.spec.stack, f"munge key: {exc}")
         run.scrub(run.run_dir / "artifacts" / "run")
         out: dict[str, StageResult] = {}
         failed_heads = [h.name for h in ctx.heads() if h.name in nodes and not result.host_ok(h.name)]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.cluster_secrets import SecretError
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import Options, StackContext
 from clusterforge.pipeline.display import Board
@@ -131,6 +132,11 @@ class ClusterSteps:
         failures = {n: f"node is {live[n].state if n in live else 'absent'}" for n in missing}
         if not targets:
             return failures
+        try:
+            # A runner without the stack's state (CI) gets the cluster's key, never a new one.
+            ctx.before_converge()
+        except SecretError as exc:
+            return {**failures, **dict.fromkeys(targets, f"munge key: {exc}")}
         run = PlaybookRun(
             ctx.playbooks / "site.yml",
             ctx.hosts_file,
@@ -140,7 +146,9 @@ class ClusterSteps:
             env=ctx.env(),
         )
         result = run.run()
+        run.secrets = ctx.secrets()
         run.scrub(run.run_dir / "artifacts" / "run")
+        ctx.after_converge()
         ctx.journal = fresh_journal(self.spec.stack)  # certify wrote through its own instance
         for name in targets:
             if result.host_ok(name):
