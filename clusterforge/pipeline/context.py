@@ -49,6 +49,9 @@ class Options:
     profile: str | None = None  # certification profile override (else each pool's own)
     only: frozenset[str] | None = None  # certify: these nodes only
     converge: bool = False  # up --converge: run Ansible on every node, even where no drift is found
+    # up --allow-replace NAME: data-holding resources (AWS: FSx, the checkpoint bucket) this run may
+    # replace or delete; any other such change stops the provision with nothing changed.
+    allow_replace: frozenset[str] = frozenset()
 
 
 @dataclass

@@ -38,6 +38,9 @@ class ProvisionStage(BaseStage):
 
     def run(self, nodes: list[str]) -> dict[str, StageResult]:
         ctx = self.ctx
+        allow = getattr(ctx.provider, "allow_replace", None)
+        if callable(allow):
+            allow(ctx.options.allow_replace)
         created = ctx.provider.create(ctx.spec, ctx.board.note)
         with ctx.lock:
             ctx.nodes = {n.name: n for n in created}

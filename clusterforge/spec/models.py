@@ -195,6 +195,12 @@ class FsxLustre(_Strict):
     backup_on_destroy: bool = Field(
         True, description="`invoke down` backs the file system up before destroying it (PERSISTENT types)"
     )
+    automatic_backup_retention_days: int = Field(
+        7,
+        ge=0,
+        le=90,
+        description="Days FSx keeps its daily automatic backups (PERSISTENT types; 0 switches them off)",
+    )
 
 
 class CheckpointBucket(_Strict):

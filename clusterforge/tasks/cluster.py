@@ -52,6 +52,8 @@ def with_compute_count(spec: ClusterSpec, count: int) -> ClusterSpec:
         "recertify": "certify nodes again even when the journal says they passed",
         "converge": "run Ansible on every node, even where inputs and digest are unchanged",
         "wait": _HELP_WAIT,
+        "allow_replace": "comma-separated data-holding resources (e.g. prod-fsx) this run may replace or "
+        "delete; without it `up` refuses any such change (`invoke plan` lists them)",
     }
 )
 @friendly
@@ -64,6 +66,7 @@ def up(
     recertify: bool = False,
     converge: bool = False,
     wait: bool = False,
+    allow_replace: str = "",
 ) -> None:
     """Bring a stack up: provision -> configure -> certify -> admit, node by node.
 
@@ -82,8 +85,9 @@ def up(
     if dry_run:  # changes nothing: no lock needed
         outcome = run_up(cluster, Options(recertify=recertify), dry_run=True)
     else:
+        allowed = frozenset(n.strip() for n in allow_replace.split(",") if n.strip())
         with locked(cluster.stack, "up", wait):
-            outcome = run_up(cluster, Options(recertify=recertify, converge=converge))
+            outcome = run_up(cluster, Options(recertify=recertify, converge=converge, allow_replace=allowed))
     if outcome.code:
         raise Exit(code=outcome.code)
 

@@ -7,10 +7,19 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from clusterforge.providers.aws.automation import INSTANCE_TYPE, StackDriver
+from clusterforge.providers.aws.automation import INSTANCE_TYPE, DataAtRisk, PreviewSummary, StackDriver
+from clusterforge.providers.aws.images import current_ami
 from clusterforge.providers.aws.inventory import nodes_from_outputs
 from clusterforge.providers.aws.teardown import Teardown, data_at_risk, make_teardown_clients
-from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, Progress, no_progress
+from clusterforge.providers.base import (
+    DestroySummary,
+    Node,
+    PlannedNode,
+    Problem,
+    Progress,
+    ProviderError,
+    no_progress,
+)
 from clusterforge.spec.models import AwsProvider, ClusterSpec
 
 # What `invoke down` names, by Pulumi type; every other resource counts as a "resource".
@@ -48,6 +57,16 @@ class AwsStackProvider:
         self._teardown = teardown
         self._drivers: dict[str, StackDriver] = {}
         self._outputs: dict[str, dict[str, Any]] = {}
+        self._previews: dict[str, PreviewSummary] = {}
+        self._allowed: frozenset[str] = frozenset()
+        # The image a first run boots, recorded before it starts (tests pass a fake).
+        self.resolve_ami: Callable[[ClusterSpec], str] = lambda s: current_ami(
+            s.software.os_image, s.provider.region if isinstance(s.provider, AwsProvider) else ""
+        )
+
+    def allow_replace(self, names: frozenset[str]) -> None:
+        """Data-holding resources (`invoke up --allow-replace NAME`) the next create may replace."""
+        self._allowed = frozenset(names)
 
     def _driver(self, spec: ClusterSpec) -> StackDriver:
         if spec.stack not in self._drivers:
@@ -64,9 +83,19 @@ class AwsStackProvider:
             return [Problem("error", "aws-credentials", str(exc))]
         return [f.to_problem() for f in findings if f.level != "info"]
 
+    def preview(self, spec: ClusterSpec) -> PreviewSummary:
+        """The refreshed Pulumi preview, once per stack and process (plan asks it twice)."""
+        if spec.stack not in self._previews:
+            self._previews[spec.stack] = self._driver(spec).preview()
+        return self._previews[spec.stack]
+
+    def data_changes(self, spec: ClusterSpec) -> list[str]:
+        """Replaces and deletes of resources that hold data, one line each (for `invoke plan`)."""
+        return [c.render() for c in self.preview(spec).stateful]
+
     def plan(self, spec: ClusterSpec) -> list[PlannedNode]:
         """From the Pulumi preview: nodes it would create or replace, and those it keeps."""
-        summary = self._driver(spec).preview()
+        summary = self.preview(spec)
         changing = summary.nodes
         planned = []
         for pool in spec.node_pools:
@@ -78,7 +107,13 @@ class AwsStackProvider:
     def create(self, spec: ClusterSpec, progress: Progress = no_progress) -> list[Node]:
         driver = self._driver(spec)
         driver.on_output = lambda line: progress(spec.stack, line.rstrip())
-        outputs = driver.up()
+        if isinstance(spec.provider, AwsProvider) and not spec.provider.ami:
+            driver.ensure_ami(lambda: self.resolve_ami(spec))
+        self._previews.pop(spec.stack, None)
+        try:
+            outputs = driver.up(allow_replace=self._allowed)
+        except DataAtRisk as exc:
+            raise ProviderError(str(exc)) from None
         self._outputs[spec.stack] = dict(outputs)
         return nodes_from_outputs(spec, outputs)
 
