@@ -111,8 +111,31 @@ class ConfigureStage(BaseStage):
                 ctx.board.note(name, decided[name].why)
         if rest:
             out.update(self._converge(rest, decided))
+            out.update(self._reboots([n for n in rest if out[n].ok], decided))
             converged = {n: live[n] for n in rest if n in live and out[n].ok}
             record_baselines(ctx.journal, converged, now, ctx.runner)
+        return out
+
+    def _reboots(self, nodes: list[str], decided: dict[str, Decision]) -> dict[str, StageResult]:
+        """Providers whose connection cannot survive a reboot (AWS over SSM) reboot the nodes the
+        driver role left one to, then those nodes converge again (services that need the new
+        module start then)."""
+        ctx = self.ctx
+        finish = getattr(ctx.provider, "reboot_pending", None)
+        if not callable(finish) or not nodes:
+            return {}
+        # Only compute nodes run the driver role (playbooks/node_software.yml on gpu_nodes).
+        compute = [ctx.nodes[n] for n in nodes if n in ctx.nodes and ctx.nodes[n].role == "gpu"]
+        if not compute:
+            return {}
+        rebooted, problems = finish(ctx.spec, compute, ctx.runner)
+        out = {n: StageResult(False, f"reboot: {why}") for n, why in problems.items()}
+        for n, why in problems.items():
+            ctx.journal.mark_failed(n, "configured", f"reboot: {why}")
+        if rebooted:
+            for n in rebooted:
+                ctx.board.note(n, "rebooted into the installed driver: converging again")
+            out.update(self._converge(rebooted, decided))
         return out
 
     def _converge(self, nodes: list[str], decided: dict[str, Decision]) -> dict[str, StageResult]:

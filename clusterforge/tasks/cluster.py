@@ -182,6 +182,9 @@ def _down(cluster: ClusterSpec, yes: bool) -> None:
     at_risk = getattr(provider, "data_at_risk", None)  # aws: the file system and bucket contents
     if at_risk is not None:
         what += "".join(f"; data: {line}" for line in at_risk(cluster))
+    billing = getattr(provider, "keeps_billing", None)  # aws: capacity reservations stay
+    kept = billing(cluster) if callable(billing) else []
+    what += "".join(f"; NOT destroyed: {line}" for line in kept)
     if not yes:
         if not sys.stdin.isatty():
             raise Exit(f"refusing to destroy {what} without a terminal to confirm: add --yes", code=2)
@@ -191,3 +194,5 @@ def _down(cluster: ClusterSpec, yes: bool) -> None:
     summary = provider.destroy(cluster)
     Journal(cluster.stack, stack_dir(cluster.stack).parent).forget()
     print(f"stack {cluster.stack!r}: {summary.render()}")
+    for line in kept:
+        print(f"still billing: {line}")

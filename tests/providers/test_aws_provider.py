@@ -68,7 +68,17 @@ def _provider() -> tuple[AwsStackProvider, Any]:
 
     provider = AwsStackProvider(spec, driver=factory, teardown=lambda spec: PassThroughTeardown())  # type: ignore[arg-type,return-value]
     provider.resolve_ami = lambda spec: "ami-0123456789abcdef0"
+    provider.client = lambda service, region: AllOnline()
+    provider.runner = lambda node, timeout_s=0: lambda argv, stdin=None: (0, "", "")
     return provider, (spec, made)
+
+
+class AllOnline:
+    """SSM's DescribeInstanceInformation for a stack whose agents are all online."""
+
+    def describe_instance_information(self, **kwargs: Any) -> dict[str, Any]:
+        ids = kwargs["Filters"][0]["Values"]
+        return {"InstanceInformationList": [{"InstanceId": i, "PingStatus": "Online"} for i in ids]}
 
 
 def test_get_provider_picks_the_aws_provider():
