@@ -103,3 +103,53 @@ def test_the_roles_locked_set_and_preferences_install_the_pin(
     plain = apt_root.simulate(*locked)
     assert plain.returncode == 0, plain.stdout + plain.stderr
     assert f"Inst nvidia-kernel-common-{branch} ({version}-0ubuntu1" in plain.stdout
+
+
+def _installed(apt_root: AptRoot, names: list[str], version: str, selection: str) -> None:
+    """A dpkg status file saying these packages are installed (and held or not), as after a converge."""
+    stanzas = [
+        f"Package: {n}\nStatus: {selection} ok installed\nArchitecture: amd64\nVersion: {version}\n"
+        f"Maintainer: t <t@clusterforge.invalid>\nDescription: stand-in\n"
+        + (f"Provides: {p}\nConflicts: {p}\nReplaces: {p}\n" if (p := _virtual(n)) else "")
+        for n in names
+    ]
+    (apt_root.root / "var/lib/dpkg/status").write_text("\n".join(stanzas))
+
+
+def _virtual(name: str) -> str:
+    for prefix, virtual in (("libnvidia-compute-", "libnvidia-compute"), ("nvidia-utils-", "nvidia-utils"),
+                            ("nvidia-compute-utils-", "nvidia-compute-utils"), ("nvidia-dkms-", "nvidia-dkms-kernel"),
+                            ("nvidia-kernel-common-", "nvidia-kernel-common"), ("nvidia-kernel-source-", "nvidia-kernel-source")):  # fmt: skip
+        if name.startswith(prefix):
+            return virtual
+    return ""
+
+
+def test_a_branch_move_needs_the_old_branch_released(apt_root: AptRoot) -> None:
+    """prod's 570 -> 580 move: the held 570 set conflicts with 580's; apt keeps held packages and
+    refuses, so the role releases them first (roles/nvidia_driver _nvidia_driver_other_branch)."""
+    old = render(
+        "nvidia_driver", "ubuntu-22.04", "{{ _nvidia_driver_locked }}", **_given("570", "570.133.20")
+    )
+    given = _given("580", "580.105.08")
+    apt_root.prefer(render("nvidia_driver", "ubuntu-22.04", (ROLES / "nvidia_driver" / "templates" / "apt-preferences.j2").read_text(), ansible_managed="test", **given))  # fmt: skip
+    new = render("nvidia_driver", "ubuntu-22.04", "{{ _nvidia_driver_locked }}", **given)
+    try:
+        _installed(apt_root, old, "570.133.20-0ubuntu1", "hold")
+        held = apt_root.simulate("--allow-change-held-packages", *(f"{p}=580.105.08-0ubuntu1" for p in new))
+        assert held.returncode != 0 and "held packages" in held.stdout + held.stderr
+        released = render("nvidia_driver", "ubuntu-22.04", "{{ _nvidia_driver_other_branch }}",
+                          __nvidia_driver_held_before={"stdout_lines": old}, **given)  # fmt: skip
+        assert sorted(released) == sorted(old)
+        _installed(apt_root, old, "570.133.20-0ubuntu1", "install")
+        # Released but kept, apt "upgrades" them to Ubuntu's transitional 570.211.01 packages (they
+        # depend on 580): the old branch would stay installed and unmanaged.
+        kept = apt_root.simulate(*(f"{p}=580.105.08-0ubuntu1" for p in new))
+        assert "Inst nvidia-kernel-common-570 [570.133.20-0ubuntu1] (570.211.01-0ubuntu1.22.04.1" in kept.stdout
+        # The role removes them (name- : apt-get's removal in the same transaction), then installs.
+        moved = apt_root.simulate(*(f"{p}-" for p in released), *(f"{p}=580.105.08-0ubuntu1" for p in new))
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        assert {line.split()[1] for line in moved.stdout.splitlines() if line.startswith("Remv ")} == set(old)
+        assert "570.211.01" not in moved.stdout
+    finally:
+        (apt_root.root / "var/lib/dpkg/status").write_text("")

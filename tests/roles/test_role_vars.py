@@ -610,3 +610,29 @@ def test_the_dcgm_role_refuses_a_release_without_the_drivers_cuda_package(
         "dcgm_version is version(_dcgm_cuda_first_release[dcgm_cuda_major | string], '>=') }}"
     )
     assert render("dcgm", None, expr, dcgm_version=dcgm, dcgm_cuda_major=major) is ok
+
+
+@pytest.mark.parametrize(
+    ("branch", "version", "held", "released"),
+    [
+        # prod's move: the 570 set is held, the 580 one conflicts with it
+        ("580", "580.105.08", ["libnvidia-compute-570", "nvidia-dkms-570-open", "nvidia-kernel-common-570", "libnccl2"],
+         ["libnvidia-compute-570", "nvidia-dkms-570-open", "nvidia-kernel-common-570"]),
+        # 580 -> 590: NVIDIA drops the branch from the names
+        ("590", "590.48.01", ["libnvidia-compute-580", "nvidia-dkms-580-open", "nvidia-utils-580"],
+         ["libnvidia-compute-580", "nvidia-dkms-580-open", "nvidia-utils-580"]),
+        # the same branch again: nothing released
+        ("580", "580.105.08", ["libnvidia-compute-580", "nvidia-dkms-580-open"], []),
+    ],
+)  # fmt: skip
+def test_a_branch_move_releases_the_old_branchs_held_packages(
+    branch: str, version: str, held: list[str], released: list[str]
+) -> None:
+    given = {
+        "nvidia_driver_branch": branch,
+        "nvidia_driver_version": version,
+        "nvidia_driver_kernel_module": "open",
+        "nvidia_driver_source": "cuda-repo",
+        "__nvidia_driver_held_before": {"stdout_lines": held},
+    }
+    assert render("nvidia_driver", "ubuntu-22.04", "{{ _nvidia_driver_other_branch }}", **given) == released
