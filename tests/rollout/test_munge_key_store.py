@@ -78,6 +78,7 @@ def test_a_local_key_that_is_not_the_clusters_is_refused_before_any_converge(wor
     store = MemoryStore(key.read_bytes())
     key.write_bytes(b"a key made on another workstation")
     code, text = _upgrade(world, store)
-    assert code != 0
-    assert "is not the cluster's munge key" in " ".join(text.split())
+    assert code == 2  # refused before any node was drained
+    assert "nothing drained" in text and "is not the cluster's munge key" in " ".join(text.split())
     assert key.read_bytes() == b"a key made on another workstation"  # never overwritten silently
+    assert not any(c[:2] == ["scontrol", "update"] for c in world["slurm"].calls)
