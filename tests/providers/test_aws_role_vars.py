@@ -41,9 +41,9 @@ def test_the_rendered_prod_inventory_carries_time_scratch_and_the_installer_chec
     # the installer is checked against AWS's signing key (fingerprint from AWS's EFA guide)
     assert gv["efa_installer_version"] == "1.40.0"
     assert gv["efa_installer_gpg_fingerprint"] == EFA_INSTALLER_KEY_FINGERPRINT
-    assert "4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC".replace(
-        " ", ""
-    ) == EFA_INSTALLER_KEY_FINGERPRINT
+    assert (
+        "4E90 91BC BB97 A96B 26B1 5E59 A054 80B1 DD2D 3CCC".replace(" ", "") == EFA_INSTALLER_KEY_FINGERPRINT
+    )
     # aws_ssm does not survive a reboot (amazon.aws #3044): the pipeline reboots, not the role
     assert gv["nvidia_driver_skip_reboot"] is True
     # the node lines carry p5's sockets (Slurm 25.11's socket-boundary check)
