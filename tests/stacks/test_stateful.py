@@ -28,6 +28,8 @@ from clusterforge.spec.models import ClusterSpec
 from tests.providers.test_aws_automation import PREFIX, RecordingStack
 from tests.stacks.harness import load_example, program, stateful_changes
 
+pytestmark = pytest.mark.slow  # the whole Pulumi program, several specs, under the mocks
+
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ROOT = Path(__file__).resolve().parents[2]
 
