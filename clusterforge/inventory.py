@@ -19,11 +19,12 @@ import yaml
 
 from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.catalog import load_compat, load_hardware
-from clusterforge.catalog.hardware import HardwareCatalog
+from clusterforge.catalog.hardware import HardwareCatalog, InstanceType
 from clusterforge.catalog.torch_builds import spec_torch
 from clusterforge.journal import write_atomic
+from clusterforge.providers.aws import role_vars as aws_role_vars
 from clusterforge.providers.base import Node
-from clusterforge.spec.models import ClusterSpec
+from clusterforge.spec.models import ClusterSpec, CpuTopology
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 INVENTORIES = REPO_ROOT / "inventories"
@@ -113,6 +114,7 @@ def slurm_vars(
     compute = sorted((n for n in nodes if n.role == "gpu"), key=lambda n: n.name)
     container = any(hw[n.instance_type].container for n in compute + heads if n.instance_type in hw)
     slurm_nodes = []
+    topologies = {p.name: cpu_topology(p.cpu_topology, hw.get(p.instance_type)) for p in spec.node_pools}
     for n in compute:
         it = hw[n.instance_type]
         entry: dict[str, Any] = {
@@ -123,6 +125,11 @@ def slurm_vars(
             "gpu_count": it.gpu.count if it.gpu else 0,
             "hold": True,
         }
+        # Slurm >= 24.11 checks NVML GPU core affinity against socket boundaries: CPUs= alone reads
+        # as CPUs one-core sockets and sets every GPU node invalid (compatibility.yaml slurm_node_topology).
+        topo = topologies.get(n.pool)
+        if topo is not None:
+            entry.update(sockets=topo[0], cores_per_socket=topo[1], threads_per_core=topo[2])
         if it.gpu:
             entry["gpu_type"] = it.gpu.model.lower()
             entry["gpu_files"] = f"/dev/nvidia[0-{it.gpu.count - 1}]"
@@ -157,6 +164,16 @@ def slurm_vars(
             slurm_slurmd_parameters="config_overrides",
         )
     return out
+
+
+def cpu_topology(pool_topology: CpuTopology | None, it: InstanceType | None) -> tuple[int, int, int] | None:
+    """(sockets, cores per socket, threads per core) of a pool's nodes: the spec pool's
+    ``cpu_topology``, else the hardware catalogue's ``cpu``, else None (node lines say CPUs only)."""
+    if pool_topology is not None:
+        return (pool_topology.sockets, pool_topology.cores_per_socket, pool_topology.threads_per_core)
+    if it is not None and it.cpu is not None:
+        return (it.cpu.sockets, it.cpu.cores_per_socket, it.cpu.threads_per_core)
+    return None
 
 
 def dcgm_cuda_major(driver: str, cuda: str) -> str:
@@ -248,6 +265,10 @@ def validators_vars(spec: ClusterSpec, nodes: Sequence[Node], hw: HardwareCatalo
     return out
 
 
+# roles/local_scratch/defaults/main.yml local_scratch_mount_point.
+LOCAL_SCRATCH_DEFAULT = "/scratch"
+
+
 def local_scratch_vars(spec: ClusterSpec) -> dict[str, Any]:
     """local_scratch (off by default): on AWS every compute node's NVMe instance-store disks as one
     RAID0 (a type without them is skipped with the reason); on static machines only where the spec
@@ -258,6 +279,13 @@ def local_scratch_vars(spec: ClusterSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"local_scratch_enabled": True}
     if scratch is not None:
         out.update(local_scratch_mount_point=scratch.mount_point, local_scratch_filesystem=scratch.filesystem)
+    # enroot's image cache and unpacked containers (what pyxis runs) on the NVMe scratch, not the root
+    # volume: a few images fill a root EBS volume and stop the node. The runtime folder stays in /run.
+    mount = scratch.mount_point if scratch is not None else LOCAL_SCRATCH_DEFAULT
+    out.update(
+        container_runtime_enroot_cache_path=f"{mount}/enroot/cache/group-$(id -g)",
+        container_runtime_enroot_data_path=f"{mount}/enroot/data/user-$(id -u)",
+    )
     return out
 
 
@@ -353,10 +381,13 @@ def render_inventory(
         "pyxis": pyxis_vars(spec),
         "validators_runtime": validators_vars(spec, nodes, hw),
     }
-    # AWS-only roles: a file only where they are switched on (role defaults are off).
+    # AWS-only roles and settings: a file only where they apply (role defaults are off / neutral).
     for stem, variables in (
         ("local_scratch", local_scratch_vars(spec)),
         ("cluster_hosts", cluster_hosts_vars(spec)),
+        ("time_sync", aws_role_vars.time_sync_vars(spec)),
+        ("efa", aws_role_vars.efa_vars(spec)),
+        ("reboot", aws_role_vars.reboot_vars(spec)),
     ):
         if variables:
             group_vars[stem] = variables

@@ -17,6 +17,9 @@ if region and region != provider.region:
         f"{provider.region!r}; make them equal"
     )
 # The AMI resolved on the first run, recorded by clusterforge.providers.aws.automation.
-cluster = build_cluster(spec, recorded_ami=pulumi.Config("clusterforge").get("ami"))
+# Data-holding resources this run may replace: set by the driver only for `invoke up --allow-replace`.
+config = pulumi.Config("clusterforge")
+allowed = frozenset(config.get_object("allow-replace") or [])
+cluster = build_cluster(spec, recorded_ami=config.get("ami"), allow_replace=allowed)
 for key, value in export_cluster(spec, cluster).items():
     pulumi.export(key, value)

@@ -205,6 +205,23 @@ class PyxisRule(_Sourced):
     enroot_min: str
 
 
+class DcgmCudaRule(_Sourced):
+    """The first DCGM 4 release that ships datacenter-gpu-manager-4-cuda<cuda_major>."""
+
+    cuda_major: str
+    dcgm_min: str
+
+
+class SlurmNodeTopologyRule(_Sourced):
+    """From ``from_family`` on, GPU nodes need their CPU topology (``fields``) in slurm.conf."""
+
+    from_family: str = Field(description="First Slurm family (YY.MM) with the socket-boundary check")
+    fields: list[str] = Field(min_length=1, description="Node line fields that must be rendered")
+
+    def applies(self, slurm: str) -> bool:
+        return at_least(major_minor(slurm), self.from_family)
+
+
 class OsImageRule(_Sourced):
     providers: dict[str, list[str]] = Field(description="provider kind -> os_image values it can build")
     efa_installer: list[str] = Field(description="os_image values the EFA installer supports")
@@ -276,6 +293,8 @@ class CompatMatrix(_Data):
     os_images: OsImageRule
     fsx_lustre: FsxRules
     torch: TorchRules
+    dcgm_cuda: list[DcgmCudaRule] = Field(default_factory=list)
+    slurm_node_topology: SlurmNodeTopologyRule | None = None
 
     @model_validator(mode="after")
     def _sources_declared(self) -> CompatMatrix:
@@ -300,6 +319,9 @@ class CompatMatrix(_Data):
         out += [("pyxis", self.pyxis), ("os_images", self.os_images), ("fsx_lustre", self.fsx_lustre)]
         out += [("torch", self.torch)]
         out += [(f"torch.builds.{b.pin}", b) for b in self.torch.builds]
+        out += [(f"dcgm_cuda.{r.cuda_major}", r) for r in self.dcgm_cuda]
+        if self.slurm_node_topology is not None:
+            out += [("slurm_node_topology", self.slurm_node_topology)]
         return out
 
     def source_refs(self) -> list[str]:
@@ -357,6 +379,10 @@ class CompatMatrix(_Data):
 
     def slurm_family(self, slurm: str) -> SlurmFamily | None:
         return self.slurm_families.get(major_minor(slurm))
+
+    def dcgm_cuda_rule(self, cuda_major: int | str) -> DcgmCudaRule | None:
+        """The first DCGM release with a -cuda<cuda_major> package; None for an unknown major."""
+        return next((r for r in self.dcgm_cuda if r.cuda_major == str(cuda_major)), None)
 
 
 def read_compat(path: Path) -> CompatMatrix:

@@ -24,7 +24,7 @@ from clusterforge import strict_yaml
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 HARDWARE_FILE = DATA_DIR / "hardware.yaml"
 
-Architecture = Literal["sm_80", "sm_86", "sm_89", "sm_90", "sm_100"]
+Architecture = Literal["sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_103"]
 Collective = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "sendrecv"]
 
 
@@ -75,6 +75,22 @@ class NetworkSpec(_Data):
         None, gt=0, description="Rate per compute port in Gb/s as ibstat/sysfs print it (400 NDR, 200 HDR)"
     )
     source: list[str] = Field(min_length=1)
+
+
+class CpuTopology(_Judged):
+    """Sockets x cores per socket x threads per core as the node's OS (and ``slurmd -C``) sees them.
+
+    Slurm from 24.11 refuses GPUs whose NVML core affinity does not fall on socket boundaries
+    (compatibility.yaml ``slurm_node_topology``), so GPU node lines carry these three figures."""
+
+    sockets: int = Field(ge=1)
+    cores_per_socket: int = Field(ge=1)
+    threads_per_core: int = Field(ge=1)
+    source: list[str] = Field(min_length=1)
+
+    @property
+    def vcpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
 
 
 class NcclThreshold(_Judged):
@@ -202,11 +218,21 @@ class InstanceType(_Data):
     memory_mib: int = Field(ge=1)
     container: bool = Field(False, description="The `local` container node: no GPU, no EFA")
     gpu: GpuSpec | None = None
+    cpu: CpuTopology | None = Field(None, description="CPU topology (Slurm node lines); None: not known")
     network: NetworkSpec
     thresholds: Thresholds = Thresholds()
     fleet: FleetRules | None = Field(None, description="Fleet-judging gaps; None: fleet_defaults")
     source: list[str] = Field(min_length=1, description="Sources for vcpus and memory")
     note: str = ""
+
+    @model_validator(mode="after")
+    def _cpu_adds_up(self) -> InstanceType:
+        if self.cpu is not None and self.cpu.vcpus != self.vcpus:
+            raise ValueError(
+                f"{self.name}: cpu {self.cpu.sockets} sockets x {self.cpu.cores_per_socket} cores x "
+                f"{self.cpu.threads_per_core} threads = {self.cpu.vcpus}, not vcpus {self.vcpus}"
+            )
+        return self
 
     @property
     def memory_gib(self) -> float:
@@ -301,6 +327,8 @@ class HardwareCatalog(_Data):
             out.append(Provenance(f"{base}.network", it.network.source, False, ""))
             if it.gpu:
                 out.append(Provenance(f"{base}.gpu", it.gpu.source, False, ""))
+            if it.cpu:
+                out.append(Provenance(f"{base}.cpu", it.cpu.source, it.cpu.estimate, it.cpu.note))
             th = it.thresholds
             if th.matmul_tflops_min is not None or th.cpu_matmul_gflops_min is not None:
                 out.append(Provenance(f"{base}.thresholds", th.source, th.estimate, th.note))
@@ -344,6 +372,8 @@ def _source_refs(it: InstanceType) -> list[str]:
     refs = list(it.source) + list(it.network.source) + list(it.thresholds.source)
     if it.gpu:
         refs += it.gpu.source
+    if it.cpu:
+        refs += it.cpu.source
     for t in it.thresholds.nccl:
         refs += t.source
     if it.fleet is not None:

@@ -40,6 +40,24 @@ def min_driver(compat: CompatMatrix, build: TorchBuild) -> str:
     return floor.min_driver
 
 
+def runs_on(architectures: Iterable[str], arch: str) -> bool:
+    """Whether a build carrying kernels for ``architectures`` runs on a GPU of ``arch``: the same
+    architecture, or a cubin of the same major and a lower or equal minor (CUDA's binary compatibility:
+    "a cubin generated for a certain compute capability is supported to run on any GPU with the same
+    major revision and same or higher minor revision"; e.g. sm_100 kernels on a B300, sm_103).
+    Architecture-specific cubins (sm_90a, sm_100a, sm_100f) run on their own architecture only."""
+    if arch in architectures:
+        return True
+    want = arch.removeprefix("sm_")
+    if not want.isdigit():
+        return False
+    for have in architectures:
+        got = have.removeprefix("sm_")
+        if got.isdigit() and got[:-1] == want[:-1] and int(got[-1]) <= int(want[-1]):
+            return True
+    return False
+
+
 def _gpus(gpus: Iterable[tuple[str, str]]) -> str:
     return ", ".join(f"{model} ({arch})" for model, arch in sorted(set(gpus)))
 
@@ -62,7 +80,7 @@ def resolve_torch(
         return at_least(driver, min_driver(compat, b))
 
     def fits(b: TorchBuild) -> bool:
-        return driver_ok(b) and archs <= set(b.architectures)
+        return driver_ok(b) and all(runs_on(b.architectures, a) for a in archs)
 
     def alternatives() -> str:
         usable = sorted(
@@ -97,7 +115,7 @@ def resolve_torch(
                 f"{major(build.cuda)}.x minor version compatibility); driver {driver} cannot run it. Fix: "
                 f"{alternatives()}, or a driver of branch {floor.split('.')[0]} or newer",
             )
-        missing = archs - set(build.architectures)
+        missing = {a for a in archs if not runs_on(build.architectures, a)}
         if missing:
             odd = _gpus(g for g in gpus if g[1] in missing)
             return TorchChoice(

@@ -69,14 +69,14 @@ _RULES: tuple[_Rule, ...] = (
         "nvidia_driver",
         _GPU,
         "nvidia_driver_enabled",
-        "_nvidia_driver_pinned",
+        "_nvidia_driver_locked",
         "_nvidia_driver_pin",
         "tasks/setup-Debian.yml",
         (
             "regex_replace', '$', '=' ~ _nvidia_driver_pin)",
             # + _nvidia_driver_pinning: the version-locking package, installed only where NVIDIA's
             # repository offers it (decided on the node), so it is not a NODE.json pin.
-            "(_nvidia_driver_pinned + _nvidia_driver_unpinned + _nvidia_driver_pinning)",
+            "(_nvidia_driver_locked + _nvidia_driver_unpinned + _nvidia_driver_pinning)",
         ),
     ),
     _Rule(

@@ -2,9 +2,10 @@
 
 Admission talks to Slurm many times per node (sinfo, scontrol); an Ansible run per call would
 cost a second or more each, so commands go straight through the same transport Ansible uses:
-``podman exec`` / ``docker exec`` for container nodes, ``ssh`` for machines, a local process
-for ``ansible_connection: local``. Returns ``(rc, stdout, stderr)`` like the runner the
-admission code and the validators expect.
+``podman exec`` / ``docker exec`` for container nodes, ``ssh`` for machines, SSM Run Command for
+EC2 nodes Ansible reaches with ``amazon.aws.aws_ssm`` (clusterforge.node.ssm), a local process for
+``ansible_connection: local``. Returns ``(rc, stdout, stderr)`` like the runner the admission code
+and the validators expect; one interface for admission, liveness, the drift probe and rollouts.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import shlex
 import subprocess
 from collections.abc import Callable
+from typing import Any
 
 from clusterforge.ansible.runner import PODMAN_CONNECTION
+from clusterforge.node.ssm import SSM_CONNECTIONS, SsmRunner
 from clusterforge.providers.base import Node
 from clusterforge.providers.local.engine import EngineName, engine_for
 
@@ -54,8 +57,8 @@ def command_prefix(node: Node, interactive: bool = False) -> list[str]:
     if kind in ("ssh", "ansible.builtin.ssh", "paramiko"):
         return ssh_prefix(conn, host)
     raise RemoteError(
-        f"{node.name}: cannot run commands over ansible_connection {kind!r} yet "
-        f"(supported: {', '.join(_ENGINES)}, ssh, local)"
+        f"{node.name}: cannot run commands over ansible_connection {kind!r} "
+        f"(supported: {', '.join(_ENGINES)}, ssh, {', '.join(SSM_CONNECTIONS)}, local)"
     )
 
 
@@ -85,9 +88,25 @@ def become_prefix(node: Node) -> list[str]:
     return ["sudo", "-n", *(["-u", user] if user != "root" else []), "--"]
 
 
+def ssm_runner(node: Node, timeout_s: float = 120.0, **seams: Any) -> SsmRunner:
+    """A runner over SSM Run Command for a node whose connection is the aws_ssm plugin's."""
+    conn = node.connection
+    instance = conn.get("ansible_aws_ssm_instance_id") or conn.get("ansible_host") or node.provider_id
+    region = conn.get("ansible_aws_ssm_region", "")
+    if not instance.startswith("i-") or not region:
+        raise RemoteError(
+            f"{node.name}: an SSM node needs its instance id (ansible_host i-...) and ansible_aws_ssm_region; "
+            f"got {instance!r} and {region!r}"
+        )
+    bucket = conn.get("ansible_aws_ssm_bucket_name", "")
+    return SsmRunner(instance, region, timeout_s, bucket, **seams)
+
+
 def node_runner(node: Node, timeout_s: float = 120.0) -> Runner:
     """A runner executing argv on ``node``; a command that outlives ``timeout_s`` returns rc 124."""
 
+    if node.connection.get("ansible_connection") in SSM_CONNECTIONS:
+        return ssm_runner(node, timeout_s)
     env = command_env(node)
 
     def run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:

@@ -111,6 +111,13 @@ class CertifyStage(BaseStage):
         for n in todo:
             results[n.name] = self._decide(n, verdicts[n.name], admission, run_id)
             self._runs[n.name] = run_id
+        # Cloud providers keep the verdict on the machine too (AWS: the clusterforge:certification tag).
+        tag = getattr(ctx.provider, "record_certification", None)
+        if callable(tag):
+            try:
+                tag(ctx.spec, {n: n_ok for n, n_ok in ((n.name, results[n.name].ok) for n in todo)}, todo)
+            except Exception as exc:  # noqa: BLE001 - a tag that could not be written is said, never fatal
+                ctx.board.note(ctx.spec.stack, f"certification tags not written: {type(exc).__name__}: {exc}")
         fleet_stage.record(
             self._fleet_ctx, judgement, {n.name: verdicts[n.name].passed for n in todo}, run_id
         )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.ansible.runner import REPO_ROOT, ansible_env, run_stamp
+from clusterforge.cluster_secrets import KeyStore, after_converge, before_converge, key_store
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.display import Board
@@ -48,6 +49,9 @@ class Options:
     profile: str | None = None  # certification profile override (else each pool's own)
     only: frozenset[str] | None = None  # certify: these nodes only
     converge: bool = False  # up --converge: run Ansible on every node, even where no drift is found
+    # up --allow-replace NAME: data-holding resources (AWS: FSx, the checkpoint bucket) this run may
+    # replace or delete; any other such change stops the provision with nothing changed.
+    allow_replace: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -63,6 +67,25 @@ class StackContext:
     playbooks: Path = PLAYBOOKS
     # How commands reach a node (the head's scontrol/sinfo/sbatch); tests inject a fake Slurm.
     runner: Callable[..., Runner] = node_runner
+    # Where the cluster's munge key lives beside this workstation (AWS: SSM); tests inject a fake.
+    key_store: Callable[[ClusterSpec], KeyStore | None] = key_store
+    _store: list[KeyStore | None] = field(default_factory=list)
+
+    def munge_store(self) -> KeyStore | None:
+        if not self._store:
+            self._store.append(self.key_store(self.spec))
+        return self._store[0]
+
+    def before_converge(self) -> None:
+        """The cluster's munge key in the local file before Ansible reads it (cluster_secrets)."""
+        note = before_converge(self.paths.munge_key, self.munge_store())
+        if note:
+            self.board.note(self.spec.stack, note)
+
+    def after_converge(self) -> None:
+        note = after_converge(self.paths.munge_key, self.munge_store())
+        if note:
+            self.board.note(self.spec.stack, note)
 
     def secrets(self) -> list[bytes]:
         """Values that must never be printed: the cluster's munge key."""

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.cluster_secrets import SecretError
 from clusterforge.drift.decide import Decision
 from clusterforge.drift.nodes import decisions as drift_decisions
 from clusterforge.drift.nodes import nodes_now, record_baselines
@@ -37,6 +38,9 @@ class ProvisionStage(BaseStage):
 
     def run(self, nodes: list[str]) -> dict[str, StageResult]:
         ctx = self.ctx
+        allow = getattr(ctx.provider, "allow_replace", None)
+        if callable(allow):
+            allow(ctx.options.allow_replace)
         created = ctx.provider.create(ctx.spec, ctx.board.note)
         with ctx.lock:
             ctx.nodes = {n.name: n for n in created}
@@ -107,12 +111,39 @@ class ConfigureStage(BaseStage):
                 ctx.board.note(name, decided[name].why)
         if rest:
             out.update(self._converge(rest, decided))
+            out.update(self._reboots([n for n in rest if out[n].ok], decided))
             converged = {n: live[n] for n in rest if n in live and out[n].ok}
             record_baselines(ctx.journal, converged, now, ctx.runner)
         return out
 
+    def _reboots(self, nodes: list[str], decided: dict[str, Decision]) -> dict[str, StageResult]:
+        """Providers whose connection cannot survive a reboot (AWS over SSM) reboot the nodes the
+        driver role left one to, then those nodes converge again (services that need the new
+        module start then)."""
+        ctx = self.ctx
+        finish = getattr(ctx.provider, "reboot_pending", None)
+        if not callable(finish) or not nodes:
+            return {}
+        # Only compute nodes run the driver role (playbooks/node_software.yml on gpu_nodes).
+        compute = [ctx.nodes[n] for n in nodes if n in ctx.nodes and ctx.nodes[n].role == "gpu"]
+        if not compute:
+            return {}
+        rebooted, problems = finish(ctx.spec, compute, ctx.runner)
+        out = {n: StageResult(False, f"reboot: {why}") for n, why in problems.items()}
+        for n, why in problems.items():
+            ctx.journal.mark_failed(n, "configured", f"reboot: {why}")
+        if rebooted:
+            for n in rebooted:
+                ctx.board.note(n, "rebooted into the installed driver: converging again")
+            out.update(self._converge(rebooted, decided))
+        return out
+
     def _converge(self, nodes: list[str], decided: dict[str, Decision]) -> dict[str, StageResult]:
         ctx = self.ctx
+        try:
+            ctx.before_converge()
+        except SecretError as exc:
+            return {name: StageResult(False, f"munge key: {exc}") for name in nodes}
         run = PlaybookRun(
             self.playbook,
             ctx.hosts_file,
@@ -127,8 +158,13 @@ class ConfigureStage(BaseStage):
             result = run.run()
         finally:
             self._run = None
-        # The munge key may have been created by this very run: scrub again with it known.
+        # The munge key may have been created (or read from the controller) by this very run: scrub
+        # again with it known, and keep it with the cluster.
         run.secrets = ctx.secrets()
+        try:
+            ctx.after_converge()
+        except SecretError as exc:
+            ctx.board.note(ctx.spec.stack, f"munge key: {exc}")
         run.scrub(run.run_dir / "artifacts" / "run")
         out: dict[str, StageResult] = {}
         failed_heads = [h.name for h in ctx.heads() if h.name in nodes and not result.host_ok(h.name)]

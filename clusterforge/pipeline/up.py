@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clusterforge.cluster_secrets import KeyStore, key_store
 from clusterforge.journal import Journal
 from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.certify_stage import CertifyStage
@@ -139,6 +140,8 @@ class Seams:
     playbooks: Path = PLAYBOOKS
     runner: Callable[..., Runner] = node_runner
     inventories: Path = INVENTORIES
+    # Where the cluster's munge key lives beside the workstation (clusterforge.cluster_secrets).
+    key_store: Callable[[ClusterSpec], KeyStore | None] = key_store
 
 
 def stack_context(
@@ -148,7 +151,15 @@ def stack_context(
     paths = StackPaths.for_stack(spec.stack, seams.inventories)
     journal = Journal(spec.stack, paths.state.parent)
     return StackContext(
-        spec, provider, journal, paths, board, options, playbooks=seams.playbooks, runner=seams.runner
+        spec,
+        provider,
+        journal,
+        paths,
+        board,
+        options,
+        playbooks=seams.playbooks,
+        runner=seams.runner,
+        key_store=seams.key_store,
     )
 
 

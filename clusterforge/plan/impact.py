@@ -46,6 +46,9 @@ class LiveState:
     # preview's steps mapped to nodes for AWS; container presence for the local provider).
     steps: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what could not be asked, and why
+    # Resources holding data that the provider would replace or delete (AWS: the FSx file system,
+    # the checkpoint bucket), one line each; `up` refuses them unless named.
+    data: tuple[str, ...] = ()
 
     @property
     def up(self) -> bool:

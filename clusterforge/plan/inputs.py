@@ -230,7 +230,9 @@ def _node_inputs(
         pinned.update({k: str(v) for k, v in mine.items() if v})
         if role in REBOOT_INPUTS:
             switch, keys = REBOOT_INPUTS[role]
-            if variables.get(switch, True) and not variables.get(f"{role}_skip_reboot", False):
+            # <role>_skip_reboot moves the reboot out of the role, not away: on SSM stacks the
+            # pipeline reboots the node (clusterforge.providers.aws.reboots), so it still counts.
+            if variables.get(switch, True):
                 reboot.update({k: str(variables.get(k, "")) for k in keys})
     pool = spec.pool(node.pool)
     machine = {"instance_type": pool.instance_type, "os_image": spec.software.os_image}

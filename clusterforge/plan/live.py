@@ -95,8 +95,13 @@ def live_state(
             raise
         why = f"{type(exc).__name__}: {exc}"
         return LiveState(notes=(f"provider not asked ({why}): provision follows the spec diff only",))
+    # AWS: what the (refreshed) preview would do to the file system and the checkpoint bucket.
+    data_changes = getattr(provider, "data_changes", None)
+    data = tuple(data_changes(spec)) if callable(data_changes) else ()
     if not existing:
-        return LiveState(steps=steps, notes=(f"stack {spec.stack!r} has no nodes now: nothing in service",))
+        return LiveState(
+            steps=steps, notes=(f"stack {spec.stack!r} has no nodes now: nothing in service",), data=data
+        )
     states, jobs, why = slurm_view([n for n in existing if n.role == "head"], runner)
     if why:
         notes.append(why)
@@ -112,4 +117,4 @@ def live_state(
             jobs=tuple(jobs.get(n.name, ())),
             pool=n.pool,
         )
-    return LiveState(nodes=nodes, steps=steps, notes=tuple(notes))
+    return LiveState(nodes=nodes, steps=steps, notes=tuple(notes), data=data)

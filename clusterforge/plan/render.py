@@ -23,6 +23,7 @@ class Plan:
     impacts: list[NodeImpact]
     notes: tuple[str, ...] = ()  # what could not be asked (Slurm, the provider), and why
     extra: dict[str, Any] = field(default_factory=dict)
+    data: tuple[str, ...] = ()  # data-holding resources replaced or deleted (LiveState.data)
 
     @property
     def changed(self) -> list[NodeImpact]:
@@ -30,7 +31,7 @@ class Plan:
 
     @property
     def pending(self) -> bool:
-        return pending(self.impacts)
+        return pending(self.impacts) or bool(self.data)
 
     def counts(self) -> dict[str, int]:
         """How many nodes get each action, e.g. {"configure": 4, "re-certify": 4}."""
@@ -39,12 +40,16 @@ class Plan:
     def headline(self) -> str:
         if not self.pending:
             return f"stack {self.stack}: no changes ({self.new} against {self.base})"
+        data = f"; DATA AT RISK: {len(self.data)} resource(s) replaced or deleted" if self.data else ""
+        if not self.changed:
+            return f"stack {self.stack}: no node changes{data} ({self.new} against {self.base})"
         counts = self.counts()
         order = ("create", "replace", "destroy", "configure", "reboot", "re-certify", "drain")
         parts = [f"{counts[a]} to {a}" for a in order if counts.get(a)]
         return (
             f"stack {self.stack}: {len(self.changed)} of {len(self.impacts)} node(s) change: "
             + ", ".join(parts)
+            + data
             + f" ({self.new} against {self.base})"
         )
 
@@ -102,6 +107,10 @@ def markdown(plan: Plan) -> str:
             ]
             lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
         lines.append("")
+    for line in plan.data:
+        lines.append(f"> **DATA**: {_cell(line)}")
+    if plan.data:
+        lines.append("")
     for note in plan.notes:
         lines.append(f"> note: {_cell(note)}")
     if plan.notes:
@@ -118,6 +127,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "pending": plan.pending,
         "counts": plan.counts(),
         "notes": list(plan.notes),
+        "data": list(plan.data),
         "nodes": [i.as_dict() for i in plan.impacts],
         **plan.extra,
     }

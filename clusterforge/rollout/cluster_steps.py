@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.cluster_secrets import SecretError
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import Options, StackContext
 from clusterforge.pipeline.display import Board
@@ -133,6 +134,11 @@ class ClusterSteps:
         failures = {n: f"node is {live[n].state if n in live else 'absent'}" for n in missing}
         if not targets:
             return failures
+        try:
+            # A runner without the stack's state (CI) gets the cluster's key, never a new one.
+            ctx.before_converge()
+        except SecretError as exc:
+            return {**failures, **dict.fromkeys(targets, f"munge key: {exc}")}
         run = PlaybookRun(
             ctx.playbooks / "site.yml",
             ctx.hosts_file,
@@ -142,7 +148,9 @@ class ClusterSteps:
             env=ctx.env(),
         )
         result = run.run()
+        run.secrets = ctx.secrets()
         run.scrub(run.run_dir / "artifacts" / "run")
+        ctx.after_converge()
         ctx.journal = fresh_journal(self.spec.stack)  # certify wrote through its own instance
         for name in targets:
             if result.host_ok(name):
@@ -163,6 +171,18 @@ class ClusterSteps:
 
     def reboot(self, nodes: Sequence[str]) -> dict[str, str]:
         live = self.refresh()
+        # Where the connection cannot survive a reboot (AWS over SSM) the driver role left it to us:
+        # the provider reboots those nodes, and they converge again (their services start then).
+        finish = getattr(self.provider, "reboot_pending", None)
+        if callable(finish):
+            here = [live[n] for n in nodes if n in live and live[n].state == "running"]
+            rebooted, problems = finish(self.spec, here, self.ctx.runner)
+            again = self.converge(rebooted) if rebooted else {}
+            bad = {n: f"reboot: {why}" for n, why in problems.items()}
+            bad.update({n: f"converge after the reboot: {why}" for n, why in again.items()})
+            if bad:
+                return bad
+            live = self.refresh()
         failures = {
             n: f"did not come back from its reboot: provider state {live[n].state if n in live else 'absent'}"
             for n in nodes

@@ -18,7 +18,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from clusterforge.cluster_secrets import SecretError, before_converge
 from clusterforge.journal import Journal, stack_dir
+from clusterforge.pipeline.context import StackPaths
 from clusterforge.pipeline.up import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PREFLIGHT, Seams, preflight
 from clusterforge.plan.applied import record_converged
 from clusterforge.plan.impact import LiveState, NodeImpact, plan_impacts
@@ -167,6 +169,17 @@ def upgrade(
         console.print(
             f"resuming rollout {rid[:12]}: {len(record.finished)} node(s) done earlier", highlight=False
         )
+    # The cluster's munge key before any node is drained: a runner without the stack's state (CI)
+    # takes it from the stack's key store; a local key that is not the cluster's stops here.
+    try:
+        key_note = before_converge(
+            StackPaths.for_stack(spec.stack, seams.inventories).munge_key, seams.key_store(spec)
+        )
+    except SecretError as exc:
+        console.print(f"error: nothing drained: {exc}", style="red", highlight=False)
+        return UpgradeOutcome(EXIT_PREFLIGHT, rp)
+    if key_note:
+        console.print(key_note, highlight=False)
     steps = (steps_factory or ClusterSteps)(spec, provider, seams, console)
 
     def upgraded(names: list[str]) -> None:

@@ -135,6 +135,15 @@ class PlacementGroup(_Strict):
     )
 
 
+class CpuTopology(_Strict):
+    """A node's CPU layout as ``slurmd -C`` prints it; Slurm >= 24.11 needs it on GPU nodes
+    (compatibility.yaml slurm_node_topology) where the hardware catalogue has none."""
+
+    sockets: int = Field(ge=1)
+    cores_per_socket: int = Field(ge=1)
+    threads_per_core: int = Field(ge=1)
+
+
 class NodePool(_Strict):
     name: str = Field(pattern=_NAME)
     role: Literal["gpu", "head", "login"] = Field(description="gpu: training workers; head: Slurm controller")
@@ -156,6 +165,11 @@ class NodePool(_Strict):
     )
     root_volume: RootVolume = RootVolume()
     certification: str | None = Field(None, description="Name of a certification profile")
+    cpu_topology: CpuTopology | None = Field(
+        None,
+        description="Sockets, cores per socket and threads per core of the instance type, from `slurmd -C` on one "
+        "node; unset: the hardware catalogue's (Slurm >= 24.11 refuses GPU nodes without one)",
+    )
 
 
 # --- network and storage ----------------------------------------------------------------------
@@ -180,6 +194,12 @@ class FsxLustre(_Strict):
     import_path: str | None = Field(None, pattern=r"^s3://", description="Optional S3 data repository")
     backup_on_destroy: bool = Field(
         True, description="`invoke down` backs the file system up before destroying it (PERSISTENT types)"
+    )
+    automatic_backup_retention_days: int = Field(
+        7,
+        ge=0,
+        le=90,
+        description="Days FSx keeps its daily automatic backups (PERSISTENT types; 0 switches them off)",
     )
 
 
@@ -281,6 +301,12 @@ class Software(_Strict):
     nccl: Version | None = Field(None, description="e.g. 2.26.2 (package 2.26.2-1+cuda12.8)")
     nccl_tests: Version | None = None
     efa_installer: Version | None = None
+    efa_installer_sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of aws-efa-installer-<efa_installer>.tar.gz (AWS's checksum table); the role also "
+        "checks AWS's GPG signature, with or without it",
+    )
     aws_ofi_nccl: Version | None = None
     fabric_manager: Version | None = Field(None, description="Must equal driver.version on NVSwitch types")
     dcgm: Version | None = None

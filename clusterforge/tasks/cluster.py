@@ -52,6 +52,8 @@ def with_compute_count(spec: ClusterSpec, count: int) -> ClusterSpec:
         "recertify": "certify nodes again even when the journal says they passed",
         "converge": "run Ansible on every node, even where inputs and digest are unchanged",
         "wait": _HELP_WAIT,
+        "allow_replace": "comma-separated data-holding resources (e.g. prod-fsx) this run may replace or "
+        "delete; without it `up` refuses any such change (`invoke plan` lists them)",
     }
 )
 @friendly
@@ -64,6 +66,7 @@ def up(
     recertify: bool = False,
     converge: bool = False,
     wait: bool = False,
+    allow_replace: str = "",
 ) -> None:
     """Bring a stack up: provision -> configure -> certify -> admit, node by node.
 
@@ -82,8 +85,9 @@ def up(
     if dry_run:  # changes nothing: no lock needed
         outcome = run_up(cluster, Options(recertify=recertify), dry_run=True)
     else:
+        allowed = frozenset(n.strip() for n in allow_replace.split(",") if n.strip())
         with locked(cluster.stack, "up", wait):
-            outcome = run_up(cluster, Options(recertify=recertify, converge=converge))
+            outcome = run_up(cluster, Options(recertify=recertify, converge=converge, allow_replace=allowed))
     if outcome.code:
         raise Exit(code=outcome.code)
 
@@ -178,6 +182,9 @@ def _down(cluster: ClusterSpec, yes: bool) -> None:
     at_risk = getattr(provider, "data_at_risk", None)  # aws: the file system and bucket contents
     if at_risk is not None:
         what += "".join(f"; data: {line}" for line in at_risk(cluster))
+    billing = getattr(provider, "keeps_billing", None)  # aws: capacity reservations stay
+    kept = billing(cluster) if callable(billing) else []
+    what += "".join(f"; NOT destroyed: {line}" for line in kept)
     if not yes:
         if not sys.stdin.isatty():
             raise Exit(f"refusing to destroy {what} without a terminal to confirm: add --yes", code=2)
@@ -187,3 +194,5 @@ def _down(cluster: ClusterSpec, yes: bool) -> None:
     summary = provider.destroy(cluster)
     Journal(cluster.stack, stack_dir(cluster.stack).parent).forget()
     print(f"stack {cluster.stack!r}: {summary.render()}")
+    for line in kept:
+        print(f"still billing: {line}")

@@ -66,7 +66,9 @@ def build_plan(
     if live:
         state = live_state(cluster, provider or get_provider(cluster), runner, previewer)
         notes += state.notes
-    return Plan(cluster.stack, old.label, new.label, plan_impacts(old, new, state), tuple(notes))
+    return Plan(
+        cluster.stack, old.label, new.label, plan_impacts(old, new, state), tuple(notes), data=state.data
+    )
 
 
 @task(
@@ -108,7 +110,9 @@ def plan(
         print(markdown(result))
     else:
         console = Console()
-        console.print(table(result) if result.pending else result.headline(), highlight=False)
+        console.print(table(result) if result.changed else result.headline(), highlight=False)
+        for line in result.data:
+            console.print(f"DATA: {line}", style="bold red", highlight=False)
         for note in result.notes:
             console.print(f"note: {note}", style="yellow", highlight=False)
     if result.pending:

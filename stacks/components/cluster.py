@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from clusterforge.catalog import load_hardware
+from clusterforge.providers.aws.images import AMI_PARAMETERS, ROOT_DEVICES
 from clusterforge.spec.models import AwsProvider, ClusterSpec
 from clusterforge.spec.models import NodePool as PoolSpec
 from components.head_node import HeadNode, HeadNodeArgs
@@ -23,15 +24,6 @@ from components.network import Network, NetworkArgs
 from components.node_pool import NodeOutputs, NodePool, NodePoolArgs, RootVolumeArgs
 from components.storage import BucketArgs, FsxArgs, Storage, StorageArgs
 from components.tags import base_tags
-
-# SSM public parameters for the OS images the spec can name (amd64, current release).
-AMI_PARAMETERS = {
-    "ubuntu-22.04": "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
-    "ubuntu-24.04": "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
-    "debian-12": "/aws/service/debian/release/bookworm/latest/amd64",
-}
-# Root device name of those images (Canonical's Ubuntu AMIs: /dev/sda1; Debian's: /dev/xvda).
-ROOT_DEVICES = {"ubuntu-22.04": "/dev/sda1", "ubuntu-24.04": "/dev/sda1", "debian-12": "/dev/xvda"}
 
 
 @dataclass
@@ -119,8 +111,12 @@ def _pool_args(
     )
 
 
-def build_cluster(spec: ClusterSpec, recorded_ami: str | None = None) -> Cluster:
-    """The whole program; ``recorded_ami`` is the stack config's ``clusterforge:ami``."""
+def build_cluster(
+    spec: ClusterSpec, recorded_ami: str | None = None, allow_replace: frozenset[str] = frozenset()
+) -> Cluster:
+    """The whole program; ``recorded_ami`` is the stack config's ``clusterforge:ami``;
+    ``allow_replace`` names data-holding resources this run may replace (``clusterforge:allow-replace``,
+    set by the driver only for an `invoke up --allow-replace NAME`): everything else is protected."""
     provider = aws_provider(spec)
     stack = spec.stack
     tags = base_tags(stack)
@@ -157,11 +153,15 @@ def build_cluster(spec: ClusterSpec, recorded_ami: str | None = None) -> Cluster
                 per_unit_storage_throughput=fsx.per_unit_storage_throughput,
                 mount_point=fsx.mount_point,
                 import_path=fsx.import_path,
+                automatic_backup_retention_days=fsx.automatic_backup_retention_days,
+                protect=f"{stack}-fsx" not in allow_replace,
             )
             if fsx
             else None,
             bucket=BucketArgs(
-                name=bucket.name, noncurrent_version_expiry_days=bucket.noncurrent_version_expiry_days
+                name=bucket.name,
+                noncurrent_version_expiry_days=bucket.noncurrent_version_expiry_days,
+                protect=f"{stack}-checkpoints" not in allow_replace,
             )
             if bucket
             else None,

@@ -10,7 +10,12 @@ DependsOn on the rules in #6342).
 
 The checkpoint bucket is kept by ``pulumi destroy`` (``retain_on_delete``): ``invoke down``
 says what it holds and empties it only after a typed confirmation
-(``clusterforge.providers.aws.teardown``). The transfer bucket carries the Ansible ``aws_ssm``
+(``clusterforge.providers.aws.teardown``). The file system and the checkpoint bucket are
+``protect``ed: no update replaces or deletes them ("A protected resource cannot be deleted directly,
+and any deployment that would delete it (including a replacement) fails", Pulumi docs) unless the
+run was told by name (``invoke up --allow-replace NAME``: the driver passes the names in
+``clusterforge:allow-replace``; replacing while unprotecting in one update is allowed, pulumi pull
+8873). A PERSISTENT file system keeps daily automatic backups and takes a final one when deleted. The transfer bucket carries the Ansible ``aws_ssm``
 connection's file copies: unversioned (the plugin's docs warn that a versioned bucket keeps
 every payload in its history) and emptied by a one-day lifecycle.
 """
@@ -29,6 +34,8 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 TRANSFER_EXPIRY_DAYS = 1
 LUSTRE_VERSION = "2.15"
 DRA_FILE_SYSTEM_PATH = "/data"
+# HH:MM UTC of the daily automatic FSx backup (outside the weekly maintenance window AWS picks).
+BACKUP_START = "03:00"
 
 
 @dataclass(frozen=True)
@@ -38,12 +45,15 @@ class FsxArgs:
     per_unit_storage_throughput: int | None
     mount_point: str
     import_path: str | None  # s3://... data repository, optional
+    automatic_backup_retention_days: int = 7  # PERSISTENT types only; 0: none
+    protect: bool = True  # False only for a run told by name to replace it (`invoke up --allow-replace`)
 
 
 @dataclass(frozen=True)
 class BucketArgs:
     name: str | None  # None: derive a unique name from the stack
     noncurrent_version_expiry_days: int
+    protect: bool = True
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,7 @@ class Storage(pulumi.ComponentResource):
         persistent = fsx.deployment_type.startswith("PERSISTENT")
         # PERSISTENT_2 links S3 through a data repository association; older types take import_path.
         use_dra = fsx.import_path is not None and fsx.deployment_type == "PERSISTENT_2"
+        backups = persistent and fsx.automatic_backup_retention_days > 0
         fs = aws.fsx.LustreFileSystem(
             f"{stack}-fsx",
             storage_capacity=fsx.storage_capacity_gib,
@@ -161,8 +172,15 @@ class Storage(pulumi.ComponentResource):
             import_path=None if use_dra else fsx.import_path,
             # FSx for Lustre always encrypts at rest (AWS-managed key unless kms_key_id is set).
             copy_tags_to_backups=persistent or None,
+            # Daily backups (none by default on the API) and a final one on delete (pulumi-aws 7.51.1:
+            # skip_final_backup "Defaults to `true`"); scratch types have neither.
+            automatic_backup_retention_days=fsx.automatic_backup_retention_days if persistent else None,
+            daily_automatic_backup_start_time=BACKUP_START if backups else None,
+            skip_final_backup=False if persistent else None,
             tags=with_name(tags, f"{stack}-fsx"),
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=rules)),
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=rules, protect=fsx.protect)
+            ),
         )
         if use_dra:
             aws.fsx.DataRepositoryAssociation(
@@ -189,6 +207,7 @@ class Storage(pulumi.ComponentResource):
         name = f"{stack}-checkpoints"
         # Checkpoints outlive `pulumi destroy`; `invoke down` decides (see the module docstring).
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True))
+        bucket_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(protect=spec.protect))
         bucket = aws.s3.Bucket(
             name,
             bucket=spec.name,
@@ -196,7 +215,7 @@ class Storage(pulumi.ComponentResource):
             bucket_prefix=None if spec.name else f"clusterforge-{stack}-ckpt-"[:37],
             force_destroy=False,
             tags=with_name(tags, name),
-            opts=opts,
+            opts=bucket_opts,
         )
         aws.s3.BucketPublicAccessBlock(
             name,

@@ -33,6 +33,7 @@ ESTIMATES = {
     "os_images": "Debian 12 is inferred",
     "torch.builds.2.11.0+cu126": "taken to carry the same list as 2.12's",
     "torch.builds.2.11.0+cu128": "the CUDA 12.8 builds' of earlier releases",
+    "gpu_models.B300": "first toolkit with sm_103",
 }
 
 

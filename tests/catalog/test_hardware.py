@@ -94,6 +94,7 @@ _GPU8 = (
     "p5en.48xlarge",
     "p6-b200.48xlarge",
     "dgx-h100",
+    "p6-b300.48xlarge",
 )
 ESTIMATES = {
     "common_thresholds": "Azure's GPU GEMM bands",
@@ -113,9 +114,19 @@ ESTIMATES = {
     **{_NCCL.format(t, "alltoall", 1): "loose on purpose" for t in _GPU8},
     **{
         _NCCL.format(t, c, 1): "No published"
-        for t in _GPU8[:2] + _GPU8[5:6]
+        for t in _GPU8[:2] + _GPU8[5:6] + _GPU8[7:]
         for c in ("all_gather", "reduce_scatter")
     },
+    # issue 23: CPU topologies (Slurm >= 24.11 node lines) and the floors of the newer types
+    "instance_types.p5.48xlarge.cpu": "Derived, not read from a p5 node",
+    "instance_types.g5.xlarge.cpu": "DefaultCores 2 x DefaultThreadsPerCore 2",
+    "instance_types.g6.xlarge.cpu": "DefaultCores 2 x DefaultThreadsPerCore 2",
+    "instance_types.g6e.xlarge.cpu": "DefaultCores 2 x DefaultThreadsPerCore 2",
+    "instance_types.p6-b300.48xlarge.thresholds": "No B300 matmul measurement found",
+    "instance_types.p6-b300.48xlarge.thresholds.nccl.all_reduce.1node.busbw_gbps": "No 8x B300 figure found",
+    "instance_types.p6-b300.48xlarge.thresholds.nccl.all_reduce.2node.busbw_gbps": "No 2-node p6-b300 figure",
+    "instance_types.g6.xlarge.thresholds": "No measured L4 matmul rate",
+    "instance_types.g6e.xlarge.thresholds": "No measured L40S matmul rate",
 }
 
 
@@ -185,8 +196,11 @@ def test_figures_the_issue_states() -> None:
     assert HW["local"].container and HW["local"].gpu is None and HW["local"].provider == "local"
 
 
-ARCH_OF = {"A100": "sm_80", "A10G": "sm_86", "H100": "sm_90", "H200": "sm_90", "B200": "sm_100"}
-NVLINKS = {"A100": 12, "A10G": 0, "H100": 18, "H200": 18, "B200": 18}
+ARCH_OF = {
+    "A100": "sm_80", "A10G": "sm_86", "H100": "sm_90", "H200": "sm_90", "B200": "sm_100",
+    "B300": "sm_103", "L4": "sm_89", "L40S": "sm_89",
+}  # fmt: skip
+NVLINKS = {"A100": 12, "A10G": 0, "H100": 18, "H200": 18, "B200": 18, "B300": 18, "L4": 0, "L40S": 0}
 
 
 @pytest.mark.parametrize("name", [n for n in HW.names() if HW[n].gpu])

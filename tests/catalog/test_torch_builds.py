@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from clusterforge.catalog import load_compat, load_hardware
-from clusterforge.catalog.torch_builds import min_driver, resolve_torch
+from clusterforge.catalog.torch_builds import min_driver, resolve_torch, runs_on
 from clusterforge.catalog.versions import major
 
 COMPAT = load_compat()
@@ -85,10 +85,21 @@ def test_every_build_is_consistent_with_the_rest_of_the_catalogue() -> None:
             floor = COMPAT.gpu(it.gpu.model)
             assert floor is not None
             assert resolve_torch(COMPAT, None, None, "580.95.05", [(it.gpu.model, it.gpu.architecture)]).build
-    assert archs <= {a for b in COMPAT.torch.builds for a in b.architectures}
+    assert all(any(runs_on(b.architectures, a) for b in COMPAT.torch.builds) for a in archs)
 
 
 @pytest.mark.parametrize("where", ["torch", "torch.builds.2.13.0+cu126", "torch.builds.2.11.0+cu128"])
 def test_the_rule_is_sourced(where: str) -> None:
     rows = {p.where: p for p in COMPAT.provenance()}
     assert rows[where].source, where
+
+
+def test_a_cubin_runs_on_its_own_major_at_an_equal_or_higher_minor_only() -> None:
+    # CUDA's binary compatibility (LLVM libomptarget quotes the rule: "A cubin generated for a certain
+    # compute capability is supported to run on any GPU with the same major revision and same or higher
+    # minor revision"): the sm_100 kernels of the CUDA 13 builds run on a B300 (sm_103).
+    assert runs_on(["sm_90", "sm_100"], "sm_103")
+    assert runs_on(["sm_80"], "sm_86") and runs_on(["sm_90"], "sm_90")
+    assert not runs_on(["sm_103"], "sm_100")  # a lower minor never runs a higher one's cubin
+    assert not runs_on(["sm_90"], "sm_100")  # nor another major
+    assert not runs_on(["sm_100a"], "sm_103")  # architecture-specific kernels: their own GPU only

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.catalog import load_hardware
+from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.inventory import render_inventory
 from clusterforge.node.config import render_node_config
 from clusterforge.node.pins import ROLES_DIR, PackagePin, package_pins, rules
@@ -59,8 +59,10 @@ def test_pins_follow_the_inventory_variables() -> None:
     assert pins[f"nvidia-utils-{branch}"].version == sw["nvidia_driver_version"] + "-*ubuntu1"
     assert pins["slurmd"].version == slurm["slurm_version"] + "-*"
     assert pins["libnccl2"].version.startswith(sw["nccl_version"] + "-1+cuda")
-    assert pins[f"nvidia-fabricmanager-{branch}"].version == sw["fabric_manager_version"] + "-1"
-    assert pins[f"libnvsdm-{branch}"].version == sw["fabric_manager_version"] + "-1"  # NVSwitch monitoring
+    # Fabric Manager's names carry the branch up to 575 only (compat fabric_manager.unbranched_from)
+    fm, nscq, nvsdm = load_compat().fabric_manager.package_names(int(branch))
+    assert pins[fm].version.startswith(sw["fabric_manager_version"] + "-")
+    assert pins[nvsdm].version.startswith(sw["fabric_manager_version"] + "-")  # NVSwitch monitoring
     assert pins["datacenter-gpu-manager-4-core"].version == f"1:{sw['dcgm_version']}-1"
     assert pins["nvidia-container-toolkit"].version == sw["container_runtime_toolkit_version"] + "-1"
     assert pins["datacenter-gpu-manager-exporter"].version == spec.software.dcgm_exporter + "-*"
@@ -92,9 +94,10 @@ def test_ampere_nodes_pin_the_proprietary_dcgm_pair(instance_type: str, propriet
     core = pins["datacenter-gpu-manager-4-core"]
     names = [p for p in pins if p.startswith("datacenter-gpu-manager-4-proprietary")]
     if proprietary:
+        cuda_major = load_compat().driver_cuda_major(spec.software.driver.version)  # the driver's, 13 on 580
         assert sorted(names) == [
             "datacenter-gpu-manager-4-proprietary",
-            "datacenter-gpu-manager-4-proprietary-cuda12",
+            f"datacenter-gpu-manager-4-proprietary-cuda{cuda_major}",
         ]
         assert all(pins[p].version == core.version and pins[p].held for p in names)
     else:

@@ -129,8 +129,8 @@ def test_aws_inventory_names_the_fsx_file_system_and_pins_dcgm_exporter() -> Non
     assert slurm["slurm_install_method"] == "source"
     assert slurm["slurm_source_cache_dir"] == "/x/slurm-builds"  # beside the munge key, in the stack state
     # prod.yaml names the GitHub archive of SchedMD's tag and its sha256 (the spec's, rendered as given)
-    assert slurm["slurm_source_sha256"] == "297e85853314a0a4d227ca66bb44179c099f0de5d86e83ffe21cb464b9ad3709"
-    assert slurm["slurm_source_url"].endswith("/slurm-24-05-7-1.tar.gz")
+    assert slurm["slurm_source_sha256"] == "719783317e46b6241ab5c8f1e3f91e1e34fda63b5a1cd21403fa7696ec8d517c"
+    assert slurm["slurm_source_url"].endswith("/slurm-25-11-2-1.tar.gz")
     # No dcgm_exporter in the spec: switched off (the role says it skipped), never left unpinned.
     local, _ = load_spec(STACKS / "local.yaml")
     assert render_inventory(local, local_nodes(1), Path("/x/k")).group_vars["monitoring"] == {

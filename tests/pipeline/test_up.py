@@ -241,3 +241,28 @@ def test_a_certification_cut_short_is_done_again_by_the_next_up(world: dict) -> 
     assert "certified earlier" in again.progress["node-001"].reason
     assert again.progress["node-002"].reason == "certified and admitted"
     assert Journal(world["spec"].stack).record("node-002").certifying == ""
+
+
+class RebootingProvider(FakeProvider):
+    """An SSM-like provider: the driver role left a reboot on node-001 (issue 23: the pipeline owns
+    reboots where the connection cannot survive one); node-003 never comes back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[list[str]] = []
+
+    def reboot_pending(self, spec, nodes, runner):
+        self.asked.append(sorted(n.name for n in nodes))
+        return ["node-001"], {"node-003": "SSM agent not online after 1800 s (instance id-node-003)"}
+
+
+def test_nodes_the_driver_left_a_reboot_are_rebooted_and_converged_again(world: dict) -> None:
+    provider = RebootingProvider()
+    world["seams"].provider = provider
+    outcome, text = run_up(world)
+    assert provider.asked == [["node-001", "node-002", "node-003"]]  # every converged compute node, once
+    assert "rebooted into the installed driver: converging again" in " ".join(text.split())
+    journal = Journal("pt-up")
+    assert journal.is_done("node-001", "configured") and journal.is_done("node-002", "configured")
+    assert "reboot: SSM agent not online after 1800 s" in " ".join(text.split())
+    assert outcome.code == 1  # node-003 failed, the others went on

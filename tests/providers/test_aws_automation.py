@@ -13,9 +13,11 @@ from clusterforge.providers.aws import automation as am
 PREFIX = "urn:pulumi:prod::clusterforge::"
 
 
-def _event(seq: int, op: auto.OpType, type_: str, name: str, parent: str = "") -> auto.EngineEvent:
+def _event(
+    seq: int, op: auto.OpType, type_: str, name: str, parent: str = "", keys: list[str] | None = None
+) -> auto.EngineEvent:
     urn = f"{PREFIX}{parent}{type_}::{name}"
-    meta = auto.StepEventMetadata(op=op, urn=urn, type=type_, provider="")
+    meta = auto.StepEventMetadata(op=op, urn=urn, type=type_, provider="", keys=keys)
     return auto.EngineEvent(
         sequence=seq, timestamp=0, resource_pre_event=auto.ResourcePreEvent(metadata=meta)
     )
@@ -34,15 +36,18 @@ class FakeStack:
         self.events = events or []
         self.resources = resources or []
         self.calls: list[str] = []
+        self.kwargs: dict[str, dict[str, Any]] = {}
 
     def preview(self, **kwargs: Any) -> auto.PreviewResult:
         self.calls.append("preview")
+        self.kwargs["preview"] = kwargs
         for event in self.events:
             kwargs["on_event"](event)
         return auto.PreviewResult(stdout="", stderr="", change_summary={})
 
     def up(self, **kwargs: Any) -> auto.UpResult:
         self.calls.append("up")
+        self.kwargs["up"] = kwargs
         outputs = {"region": auto.OutputValue("us-east-1", False), "nodes": auto.OutputValue([], False)}
         return auto.UpResult(stdout="", stderr="", summary=None, outputs=outputs)  # type: ignore[arg-type]
 
@@ -96,7 +101,74 @@ def test_up_and_outputs_return_plain_values():
     driver = _driver(stack)
     assert driver.up() == {"region": "us-east-1", "nodes": []}
     assert driver.outputs() == {"bucket": "ckpt"}
-    assert stack.calls == ["up"]
+    assert stack.calls == ["preview", "up"]
+
+
+def test_preview_and_up_refresh_the_state_first():
+    """An instance terminated outside Pulumi must show as one to create (issue 23: `up` never
+    refreshed, so a lost node stayed in state and inventory)."""
+    stack = FakeStack()
+    _driver(stack).up()
+    assert stack.kwargs["preview"]["refresh"] is True
+    assert stack.kwargs["up"]["refresh"] is True
+
+
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+STORAGE = "clusterforge:storage:Storage$"
+
+
+def _fsx_replaced() -> list[auto.EngineEvent]:
+    return [
+        _event(1, auto.OpType.CREATE_REPLACEMENT, FSX, "prod-fsx", STORAGE, keys=["deploymentType"]),
+        _event(2, auto.OpType.REPLACE, FSX, "prod-fsx", STORAGE, keys=["deploymentType"]),
+        _event(3, auto.OpType.DELETE_REPLACED, FSX, "prod-fsx", STORAGE, keys=["deploymentType"]),
+        _event(
+            4,
+            auto.OpType.REPLACE,
+            "aws:s3/bucket:Bucket",
+            "prod-ssm-transfer",
+            STORAGE,
+            keys=["bucketPrefix"],
+        ),
+    ]
+
+
+def test_a_file_system_replacement_is_named_in_the_preview():
+    summary = am.summarise_events("prod", [e for e in _fsx_replaced()])
+    (change,) = summary.stateful  # the transfer bucket holds nothing worth keeping
+    assert (change.kind, change.name, change.op, change.keys) == (
+        "file system",
+        "prod-fsx",
+        "replace",
+        ("deploymentType",),
+    )
+    assert "DATA: file system prod-fsx (the cluster's shared files" in summary.render()
+    assert "because deploymentType changed" in summary.render()
+
+
+def test_up_refuses_to_replace_the_file_system_unless_named():
+    stack = RecordingStack("ami-0123456789abcdef0")
+    stack.events = _fsx_replaced()
+    driver = _driver(stack)
+    with pytest.raises(am.DataAtRisk, match="--allow-replace prod-fsx") as err:
+        driver.up()
+    assert "file system prod-fsx" in str(err.value) and "nothing changed" in str(err.value)
+    assert stack.calls == ["preview"]  # no up, no config written
+    driver.up(allow_replace=frozenset({"prod-fsx"}))
+    # The names reach the program for this run only (they lift `protect` on that resource).
+    assert stack.calls[2:5] == [
+        'set_config clusterforge:allow-replace=["prod-fsx"]',
+        "up",
+        "remove_config clusterforge:allow-replace",
+    ]
+
+
+def test_the_image_is_recorded_before_a_first_up():
+    stack = RecordingStack("ami-0123456789abcdef0")
+    driver = _driver(stack)
+    driver.ensure_ami(lambda: "ami-0123456789abcdef0")
+    driver.ensure_ami(lambda: "ami-0fedcba9876543210")  # a retry: the parameter moved on, the record did not
+    assert stack.calls == ["set_config clusterforge:ami=ami-0123456789abcdef0"]
 
 
 RESOURCES = [
@@ -150,6 +222,7 @@ class RecordingStack(FakeStack):
 
     def up(self, **kwargs: Any) -> auto.UpResult:
         self.calls.append("up")
+        self.kwargs["up"] = kwargs
         outputs = {"ami": auto.OutputValue(self.ami, False)}
         return auto.UpResult(stdout="", stderr="", summary=None, outputs=outputs)  # type: ignore[arg-type]
 
@@ -160,6 +233,10 @@ class RecordingStack(FakeStack):
         self.calls.append(f"set_config {key}={value.value}")
         self.config[key] = value
 
+    def remove_config(self, key: str, *, path: bool = False) -> None:
+        self.calls.append(f"remove_config {key}")
+        self.config.pop(key, None)
+
 
 def test_up_records_the_ami_the_nodes_booted_once():
     stack = RecordingStack("ami-0123456789abcdef0")
@@ -168,7 +245,9 @@ def test_up_records_the_ami_the_nodes_booted_once():
     driver.on_output = lines.append
     driver.up()
     driver.up()  # already recorded: no second write
-    assert stack.calls == ["up", "set_config clusterforge:ami=ami-0123456789abcdef0", "up"]
+    assert stack.calls == [
+        "preview", "up", "set_config clusterforge:ami=ami-0123456789abcdef0", "preview", "up",
+    ]  # fmt: skip
     assert len(lines) == 1 and "stacks/Pulumi.prod.yaml: commit it" in lines[0]
 
 

@@ -217,7 +217,8 @@ def _reservation(rid: str, **fields: object) -> dict:
         "InstanceMatchCriteria": "targeted",
         "ReservationType": "default",
         "StartDate": NOW - dt.timedelta(days=3),
-        "PlacementGroupArn": "arn:aws:ec2:us-east-1:123456789012:placement-group/prod-gpu",
+        # prod.yaml names the group the reservation was made in
+        "PlacementGroupArn": "arn:aws:ec2:us-east-1:123456789012:placement-group/prod-gpu-reserved",
     }
     base.update(fields)
     return {"CapacityReservations": [base]}
@@ -264,7 +265,10 @@ def test_reservation_outside_the_pools_placement_group_warns():
     del res["CapacityReservations"][0]["PlacementGroupArn"]
     (finding,) = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
     assert finding.level == "warning"
-    assert "outside any placement group" in finding.message and "placement group prod-gpu" in finding.message
+    assert (
+        "outside any placement group" in finding.message
+        and "placement group prod-gpu-reserved" in finding.message
+    )
     assert finding.fix.startswith("drop node_pools[gpu].placement_group")
 
 
@@ -273,7 +277,11 @@ def test_reservation_in_another_group_says_to_name_that_group():
         PROD_CR, PlacementGroupArn="arn:aws:ec2:us-east-1:123456789012:placement-group/odcr-pg"
     )
     (finding,) = _run_reservation(pf.CapacityReservation(), _spec("prod"), PROD_CR, res)
+    # A reservation made in a group serves only launches into that group (EC2 user guide,
+    # cr-cpg): launching elsewhere can never use it, so up must not start.
+    assert finding.level == "error"
     assert "created in placement group odcr-pg" in finding.message
+    assert "only instances launched into that group can use it" in finding.message
     assert finding.fix.startswith("set node_pools[gpu].placement_group.name: odcr-pg")
     # Named, the pool and the reservation agree: nothing to say.
     pg = _spec("prod").pool("gpu").placement_group.model_copy(update={"name": "odcr-pg"})
@@ -402,6 +410,12 @@ def test_ordinary_reservation_named_as_capacity_block():
 # --- placement groups ----------------------------------------------------------------------------
 
 
+def _stack_made_group() -> ClusterSpec:
+    """prod with a placement group the stack creates (prod-gpu) instead of the reservation's."""
+    pg = _spec("prod").pool("gpu").placement_group.model_copy(update={"name": None})
+    return _with_pools(_spec("prod"), placement_group=pg)
+
+
 def test_placement_group_with_other_strategy_blocks_up():
     ec2, stub = _stubbed("ec2")
     stub.add_response(
@@ -419,7 +433,7 @@ def test_placement_group_with_other_strategy_blocks_up():
         {"GroupNames": ["prod-gpu"]},
     )
     with stub:
-        (finding,) = pf.PlacementGroup().run(_spec("prod"), _clients(ec2=ec2), NOW)
+        (finding,) = pf.PlacementGroup().run(_stack_made_group(), _clients(ec2=ec2), NOW)
     assert (
         "exists with strategy spread" in finding.message
         and "delete-placement-group --group-name prod-gpu" in finding.fix
@@ -432,7 +446,7 @@ def test_placement_group_not_there_yet_is_fine():
         "describe_placement_groups", service_error_code="InvalidPlacementGroup.Unknown", http_status_code=400
     )
     with stub:
-        assert pf.PlacementGroup().run(_spec("prod"), _clients(ec2=ec2), NOW) == []
+        assert pf.PlacementGroup().run(_stack_made_group(), _clients(ec2=ec2), NOW) == []
 
 
 # --- the run as a whole ---------------------------------------------------------------------------

@@ -22,8 +22,14 @@ class FakeDriver:
             self.stack, [Change("create", inst, "gpu-002"), Change("update", inst, "gpu-001")]
         )
 
-    def up(self) -> dict[str, Any]:
+    def up(
+        self, allow_replace: frozenset[str] = frozenset(), replace: list[str] | None = None
+    ) -> dict[str, Any]:
+        self.allowed = allow_replace
         return self.outputs()
+
+    def ensure_ami(self, resolve) -> None:
+        self.recorded = resolve()
 
     def outputs(self) -> dict[str, Any]:
         node = {"pool": "gpu", "role": "gpu", "instance_type": "g5.xlarge", "availability_zone": "us-west-2a"}
@@ -61,7 +67,18 @@ def _provider() -> tuple[AwsStackProvider, Any]:
         return made[-1]
 
     provider = AwsStackProvider(spec, driver=factory, teardown=lambda spec: PassThroughTeardown())  # type: ignore[arg-type,return-value]
+    provider.resolve_ami = lambda spec: "ami-0123456789abcdef0"
+    provider.client = lambda service, region: AllOnline()
+    provider.runner = lambda node, timeout_s=0: lambda argv, stdin=None: (0, "", "")
     return provider, (spec, made)
+
+
+class AllOnline:
+    """SSM's DescribeInstanceInformation for a stack whose agents are all online."""
+
+    def describe_instance_information(self, **kwargs: Any) -> dict[str, Any]:
+        ids = kwargs["Filters"][0]["Values"]
+        return {"InstanceInformationList": [{"InstanceId": i, "PingStatus": "Online"} for i in ids]}
 
 
 def test_get_provider_picks_the_aws_provider():
@@ -83,3 +100,11 @@ def test_plan_create_nodes_and_destroy_through_the_driver():
     }
     assert summary.render() == "removed 1 instance, 1 VPC, 1 bucket"
     assert len(made) == 1 and made[0].confirmed == ["dev"]
+
+
+def test_the_image_is_recorded_before_the_first_up_and_names_reach_the_driver():
+    provider, (spec, made) = _provider()
+    provider.allow_replace(frozenset({"dev-checkpoints"}))
+    provider.create(spec)
+    assert made[0].recorded == "ami-0123456789abcdef0"
+    assert made[0].allowed == frozenset({"dev-checkpoints"})

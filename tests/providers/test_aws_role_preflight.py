@@ -356,6 +356,9 @@ def test_a_static_spec_gets_local_scratch_only_when_it_asks(tmp_path: Path) -> N
         "local_scratch_enabled": True,
         "local_scratch_mount_point": "/nvme",
         "local_scratch_filesystem": "ext4",
+        # enroot's images and containers (what pyxis runs) on the scratch disks, not the root volume
+        "container_runtime_enroot_cache_path": "/nvme/enroot/cache/group-$(id -g)",
+        "container_runtime_enroot_data_path": "/nvme/enroot/data/user-$(id -u)",
     }
     assert "cluster_hosts" not in group_vars  # an operator's machines keep the names they have
 

@@ -188,7 +188,9 @@ def test_driver_packages_are_the_documented_names(
 # Debian 13 and nvidia-driver-pinning-580.173.02 on Ubuntu 24.04 in public install scripts); from 590 on
 # Ubuntu the names carry no branch, so only the pinning package keeps apt on the version.
 PINNING_TABLE = [
-    (("ubuntu-22.04", "570", "570.133.20", "cuda-repo"), [], False),
+    # issue 23: pinning packages exist below 580 too (nvidia-driver-pinning-570 and -570.211.01 in NVIDIA's
+    # debian12 listing, "APT driver pinning file for driver version 570.211.01"): looked for on every branch.
+    (("ubuntu-22.04", "570", "570.133.20", "cuda-repo"), ["nvidia-driver-pinning-570.133.20"], False),
     (("ubuntu-24.04", "580", "580.95.05", "cuda-repo"), ["nvidia-driver-pinning-580.95.05"], False),
     (("ubuntu-24.04", "590", "590.48.01", "cuda-repo"), ["nvidia-driver-pinning-590.48.01"], True),
     (("ubuntu-22.04", "595", "595.71.05", "cuda-repo"), ["nvidia-driver-pinning-595.71.05"], True),
@@ -256,7 +258,12 @@ FM_UBUNTU_570 = (
 )
 # (os image, version) -> pinned packages, pin, source.
 FABRIC_MANAGER_TABLE = [
-    (("ubuntu-22.04", "550.163.01"), ["nvidia-fabricmanager-550", "libnvidia-nscq-550"], "550.163.01-1", FM_INSTALL_SH),
+    (
+        ("ubuntu-22.04", "550.163.01"),
+        ["nvidia-fabricmanager-550", "libnvidia-nscq-550"],
+        "550.163.01-1",
+        FM_INSTALL_SH,
+    ),
     (
         ("debian-12", "570.133.20"),
         ["nvidia-fabricmanager-570", "libnvidia-nscq-570", "libnvsdm-570"],
@@ -269,14 +276,24 @@ FABRIC_MANAGER_TABLE = [
         "575.57.08-1",
         FM_DEBIAN,
     ),
-    (("debian-12", "580.65.06"), ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"], "580.65.06-1", FM_DEBIAN),
+    (
+        ("debian-12", "580.65.06"),
+        ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"],
+        "580.65.06-1",
+        FM_DEBIAN,
+    ),
     (
         ("ubuntu-22.04", "570.133.20"),
         ["nvidia-fabricmanager-570", "libnvidia-nscq-570", "libnvsdm-570"],
         "570.133.20-1",
         FM_UBUNTU_570 + "; " + FM_INSTALL_SH,
     ),
-    (("ubuntu-24.04", "580.95.05"), ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"], "580.95.05-*", FM_INSTALL_SH),
+    (
+        ("ubuntu-24.04", "580.95.05"),
+        ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"],
+        "580.95.05-*",
+        FM_INSTALL_SH,
+    ),
     (
         ("ubuntu-24.04", "595.71.05"),
         ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"],
@@ -498,3 +515,124 @@ def test_dcgm_exporter_drop_in_uses_the_running_host_engine() -> None:
     assert dropin["notify"] == "Restart dcgm-exporter"
     handlers = yaml.safe_load((ROLES / "monitoring/handlers/main.yml").read_text())
     assert "Restart dcgm-exporter" in [h["name"] for h in handlers]
+
+
+# issue 23: what the driver pins beyond its own four packages, and what the apt preferences file locks.
+# nvidia-dkms-<branch>[-open] Depends nvidia-kernel-source-<branch>[-open] and nvidia-kernel-common-<branch>
+# bounded on both sides to its own version; nvidia-kernel-common Depends the firmware package of its
+# version (canonical/nvidia-graphics-drivers debian/control, release 570.133.20; the stand-in
+# tests/data/nvidia_repo/ubuntu2204.yaml carries the same relations).
+CLOSURE_TABLE = [
+    (("ubuntu-22.04", "570", "570.133.20", "open", True), ["nvidia-kernel-common-570", "nvidia-kernel-source-570-open"], "nvidia-firmware-570*"),
+    (("ubuntu-22.04", "580", "580.105.08", "proprietary", True), ["nvidia-kernel-common-580", "nvidia-kernel-source-580"], "nvidia-firmware-580*"),
+    (("ubuntu-24.04", "580", "580.105.08", "open", True), ["nvidia-kernel-common-580", "nvidia-kernel-source-580-open"], "nvidia-firmware-580*"),
+    # a container node installs no kernel module: nothing to lock beyond the userland
+    (("ubuntu-22.04", "580", "580.105.08", "open", False), [], None),
+    (("debian-12", "570", "570.133.20", "open", True), [], None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "closure", "firmware"), CLOSURE_TABLE, ids=["-".join(map(str, r[0])) for r in CLOSURE_TABLE]
+)
+def test_the_kernel_packages_exact_dependencies_are_locked_with_them(
+    case: tuple, closure: list[str], firmware: str | None
+) -> None:
+    os_image, branch, version, module, kmod = case
+    given = {
+        "nvidia_driver_branch": branch,
+        "nvidia_driver_version": version,
+        "nvidia_driver_kernel_module": module,
+        "nvidia_driver_source": "cuda-repo",
+        "nvidia_driver_kernel_module_install": kmod,
+    }
+    pinned = render("nvidia_driver", os_image, "{{ _nvidia_driver_pinned }}", **given)
+    assert render("nvidia_driver", os_image, "{{ _nvidia_driver_locked }}", **given) == pinned + closure
+    locked = render("nvidia_driver", os_image, "{{ _nvidia_driver_preferences_packages }}", **given)
+    assert locked == pinned + closure + ([firmware] if firmware else [])
+    text = render(
+        "nvidia_driver",
+        os_image,
+        (ROLES / "nvidia_driver" / "templates" / "apt-preferences.j2").read_text(),
+        ansible_managed="managed",
+        **given,
+    )
+    pin = render("nvidia_driver", os_image, "{{ _nvidia_driver_pin }}", **given)
+    assert f"Package: {' '.join(locked)}\nPin: version {pin}\nPin-Priority: 1001" in text
+
+
+# issue 23: DKMS builds the NVIDIA and EFA modules with the gcc that built the running kernel; the
+# kernel_compiler role reads it from /proc/version (captures and their sources: tests/data/proc-version).
+PROC_VERSION = Path(__file__).resolve().parents[1] / "data" / "proc-version"
+
+
+@pytest.mark.parametrize(
+    ("capture", "major"),
+    [
+        ("jammy-6.8.0-1063-aws.txt", "12"),
+        ("jammy-6.8.0-1015-aws.txt", "11"),
+        ("noble-6.8.0-1029-aws.txt", "13"),
+        ("focal-5.15.0-1084-aws.txt", "9"),
+        ("bionic-4.15.0-1051-aws.txt", "7"),
+    ],
+)
+def test_the_kernels_compiler_is_read_from_proc_version(capture: str, major: str) -> None:
+    text = (PROC_VERSION / capture).read_text()
+    content = base64.b64encode(text.encode()).decode()
+    given = {"__kernel_compiler_proc_version": {"content": content}}
+    assert render("kernel_compiler", None, "{{ _kernel_compiler_major }}", **given) == major
+    assert render("kernel_compiler", None, "{{ _kernel_compiler_package }}", **given) == f"gcc-{major}"
+
+
+def test_an_unreadable_banner_names_no_compiler() -> None:
+    given = {
+        "__kernel_compiler_proc_version": {"content": base64.b64encode(b"Linux version 6.9.0\n").decode()}
+    }
+    assert render("kernel_compiler", None, "{{ _kernel_compiler_major }}", **given) == ""
+
+
+@pytest.mark.parametrize(
+    ("dcgm", "major", "ok"),
+    [
+        ("4.2.3", "12", True),
+        ("4.2.3", "13", False),
+        ("4.3.1", "13", False),
+        ("4.4.1", "13", True),
+        ("4.6.0", "13", True),
+    ],
+)
+def test_the_dcgm_role_refuses_a_release_without_the_drivers_cuda_package(
+    dcgm: str, major: str, ok: bool
+) -> None:
+    """issue 23: a 580 driver reports CUDA 13; DCGM ships -cuda13 from 4.4.1 (NVIDIA/DCGM packaging.cmake)."""
+    expr = (
+        "{{ (dcgm_cuda_major | string) not in _dcgm_cuda_first_release or "
+        "dcgm_version is version(_dcgm_cuda_first_release[dcgm_cuda_major | string], '>=') }}"
+    )
+    assert render("dcgm", None, expr, dcgm_version=dcgm, dcgm_cuda_major=major) is ok
+
+
+@pytest.mark.parametrize(
+    ("branch", "version", "held", "released"),
+    [
+        # prod's move: the 570 set is held, the 580 one conflicts with it
+        ("580", "580.105.08", ["libnvidia-compute-570", "nvidia-dkms-570-open", "nvidia-kernel-common-570", "libnccl2"],
+         ["libnvidia-compute-570", "nvidia-dkms-570-open", "nvidia-kernel-common-570"]),
+        # 580 -> 590: NVIDIA drops the branch from the names
+        ("590", "590.48.01", ["libnvidia-compute-580", "nvidia-dkms-580-open", "nvidia-utils-580"],
+         ["libnvidia-compute-580", "nvidia-dkms-580-open", "nvidia-utils-580"]),
+        # the same branch again: nothing released
+        ("580", "580.105.08", ["libnvidia-compute-580", "nvidia-dkms-580-open"], []),
+    ],
+)  # fmt: skip
+def test_a_branch_move_releases_the_old_branchs_held_packages(
+    branch: str, version: str, held: list[str], released: list[str]
+) -> None:
+    given = {
+        "nvidia_driver_branch": branch,
+        "nvidia_driver_version": version,
+        "nvidia_driver_kernel_module": "open",
+        "nvidia_driver_source": "cuda-repo",
+        "__nvidia_driver_held_before": {"stdout_lines": held},
+    }
+    assert render("nvidia_driver", "ubuntu-22.04", "{{ _nvidia_driver_other_branch }}", **given) == released

@@ -15,7 +15,11 @@ BLOCK = (
     "    capacity_reservation_id: cr-0a1b2c3d4e5f60718\n",
     "    capacity_block_id: cr-0a1b2c3d4e5f60718\n",
 )
-NO_GROUP = ("    placement_group: {strategy: cluster}\n", "")
+NO_GROUP = ("    placement_group: {strategy: cluster, name: prod-gpu-reserved}\n", "")
+UNNAMED = (
+    "placement_group: {strategy: cluster, name: prod-gpu-reserved}",
+    "placement_group: {strategy: cluster}",
+)
 ENDPOINTS = ("  egress: nat\n", "  egress: endpoints\n")
 
 # (case id, stack, edits, check id, level, key path, text on the reported line, message parts)
@@ -63,7 +67,7 @@ CASES = [
     (
         "reservation-in-a-group-the-stack-creates",
         "prod",
-        [],
+        [UNNAMED],
         "efa-placement-group",
         "warning",
         "node_pools[1].placement_group",
@@ -150,9 +154,14 @@ def test_a_reservation_without_any_group_still_fails(tmp_path: Path) -> None:
 
 
 def test_naming_the_reservations_group_silences_the_warning(tmp_path: Path) -> None:
-    named = ("placement_group: {strategy: cluster}", "placement_group: {strategy: cluster, name: odcr-pg}")
-    report = check_file(variant(tmp_path, "prod", named))
+    # prod names it (stacks/prod.yaml: the group the reservation was made in)
+    report = check_file(Path(__file__).resolve().parents[2] / "stacks" / "prod.yaml")
     assert not [f for f in report.findings if f.check_id == "efa-placement-group"]
+    assert [
+        f
+        for f in check_file(variant(tmp_path, "prod", UNNAMED)).findings
+        if f.check_id == "efa-placement-group"
+    ]
 
 
 def test_endpoints_on_a_prebaked_image_passes(tmp_path: Path) -> None:

@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.spec.checks import CHECKS, Check, check_file, check_ids, cluster, pools, pytorch, software
+from clusterforge.spec.checks import (
+    CHECKS,
+    Check,
+    check_file,
+    check_ids,
+    cluster,
+    pairings,
+    pools,
+    pytorch,
+    software,
+)
 from clusterforge.spec.checks.registry import CHECK_CRASHED, UNKNOWN_SUPPRESSION
 from clusterforge.spec.loader import Finding
 
@@ -87,31 +97,31 @@ CASES = [
     (
         "fabric-manager-differs",
         "prod",
-        [("fabric_manager: 570.133.20", "fabric_manager: 570.124.06")],
+        [("fabric_manager: 580.105.08", "fabric_manager: 580.95.05")],
         "",
         "fabric-manager",
         "error",
         "software.fabric_manager",
-        "fabric_manager: 570.124.06",
-        ["fabric_manager 570.124.06 != driver.version 570.133.20", "set fabric_manager: 570.133.20"],
+        "fabric_manager: 580.95.05",
+        ["fabric_manager 580.95.05 != driver.version 580.105.08", "set fabric_manager: 580.105.08"],
     ),
     (
         "fabric-manager-missing",
         "prod",
-        [("  fabric_manager: 570.133.20\n", "")],
+        [("  fabric_manager: 580.105.08\n", "")],
         "",
         "fabric-manager",
         "error",
         "software",
         "software:",
-        ["'gpu' (p5.48xlarge) has NVSwitch", "set software.fabric_manager to the driver version, 570.133.20"],
+        ["'gpu' (p5.48xlarge) has NVSwitch", "set software.fabric_manager to the driver version, 580.105.08"],
     ),
     (
         "driver-older-than-cuda",
         "prod",
         [
-            ('{branch: "570", version: 570.133.20', '{branch: "560", version: 560.35.05'),
-            ("fabric_manager: 570.133.20", "fabric_manager: 560.35.05"),
+            ('{branch: "580", version: 580.105.08', '{branch: "560", version: 560.35.05'),
+            ("fabric_manager: 580.105.08", "fabric_manager: 560.35.05"),
         ],
         "",
         "cuda-driver",
@@ -123,7 +133,10 @@ CASES = [
     (
         "driver-branch-end-of-life",
         "prod",
-        [],
+        [
+            ('{branch: "580", version: 580.105.08', '{branch: "570", version: 570.133.20'),
+            ("fabric_manager: 580.105.08", "fabric_manager: 570.133.20"),
+        ],
         "",
         "driver-lifecycle",
         "warning",
@@ -145,13 +158,13 @@ CASES = [
     (
         "driver-branch-mismatch",
         "prod",
-        [('{branch: "570", version', '{branch: "575", version')],
+        [('{branch: "580", version', '{branch: "575", version')],
         "",
         "driver-branch",
         "error",
         "software.driver.version",
         "driver: {",
-        ["driver.version 570.133.20 is not on driver.branch 575", 'set branch: "570"'],
+        ["driver.version 580.105.08 is not on driver.branch 575", 'set branch: "580"'],
     ),
     (
         "distro-driver-wrong-branch",
@@ -186,8 +199,8 @@ CASES = [
         "prod",
         [
             ("instance_type: p5.48xlarge", "instance_type: p6-b200.48xlarge"),
-            ('{branch: "570", version: 570.133.20', '{branch: "560", version: 560.35.05'),
-            ("fabric_manager: 570.133.20", "fabric_manager: 560.35.05"),
+            ('{branch: "580", version: 580.105.08', '{branch: "560", version: 560.35.05'),
+            ("fabric_manager: 580.105.08", "fabric_manager: 560.35.05"),
             ("cuda: 12.8.1", "cuda: 12.6.3"),
         ],
         "",
@@ -200,7 +213,7 @@ CASES = [
     (
         "efa-without-placement-group",
         "prod",
-        [("    placement_group: {strategy: cluster}\n", "")],
+        [("    placement_group: {strategy: cluster, name: prod-gpu-reserved}\n", "")],
         "",
         "efa-placement-group",
         "error",
@@ -211,7 +224,7 @@ CASES = [
     (
         "efa-partition-strategy",
         "prod",
-        [("placement_group: {strategy: cluster}", "placement_group: {strategy: partition}")],
+        [("placement_group: {strategy: cluster,", "placement_group: {strategy: partition,")],
         "",
         "efa-placement-group",
         "warning",
@@ -234,8 +247,8 @@ CASES = [
         "nccl-not-built-for-cuda-13",
         "prod",
         [
-            ('{branch: "570", version: 570.133.20', '{branch: "580", version: 580.65.06'),
-            ("fabric_manager: 570.133.20", "fabric_manager: 580.65.06"),
+            ('{branch: "580", version: 580.105.08', '{branch: "580", version: 580.65.06'),
+            ("fabric_manager: 580.105.08", "fabric_manager: 580.65.06"),
             ("cuda: 12.8.1", "cuda: 13.0.0"),
         ],
         "",
@@ -481,7 +494,7 @@ CASES = [
     (
         "slurm-family-unknown",
         "prod",
-        [("slurm: 24.05.7", "slurm: 24.03.1")],
+        [("slurm: 25.11.2", "slurm: 24.03.1")],
         "",
         "slurm-family",
         "error",
@@ -593,7 +606,7 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
         tmp_path,
         "prod",
         ("instance_type: m7i.4xlarge", "instance_type: m7i.4xlarg"),
-        ("fabric_manager: 570.133.20", "fabric_manager: 570.124.06"),
+        ("fabric_manager: 580.105.08", "fabric_manager: 580.95.05"),
         ("    count: 16\n", "    count: 20\n"),
         ("efa_installer: 1.40.0", "efa_installer: 1.28.0"),
     )
@@ -603,21 +616,15 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
         "fabric-manager",
         "capacity-reservation",
     }
-    # slurm-family: prod's Slurm 24.05 is past SchedMD's 18 months (compatibility.yaml slurm_support);
-    # efa-placement-group: prod's reservation cannot be in the group the stack creates
-    assert [f.check_id for f in report.warnings] == [
-        "efa-placement-group",
-        "driver-lifecycle",
-        "efa-nccl-env",
-        "slurm-family",
-    ]
+    # prod itself raises no warning: the only one is the EFA installer edit's
+    assert [f.check_id for f in report.warnings] == ["efa-nccl-env"]
     lines = [f.line or 0 for f in report.errors]
     assert lines == sorted(lines)
     assert report.findings.index(report.warnings[0]) > report.findings.index(report.errors[-1])
 
 
 def test_suppress_in_spec_and_by_argument(tmp_path: Path) -> None:
-    bad = (("fabric_manager: 570.133.20", "fabric_manager: 570.124.06"),)
+    bad = (("fabric_manager: 580.105.08", "fabric_manager: 580.95.05"),)
     assert not check_file(variant(tmp_path, "prod", *bad)).ok
     by_spec = check_file(variant(tmp_path, "prod", *bad, append="suppress_checks: [fabric-manager]\n"))
     assert by_spec.ok and by_spec.suppressed == ["fabric-manager"]
@@ -656,7 +663,7 @@ def test_example_stacks_have_no_errors() -> None:
 def test_registry_is_complete_and_ids_are_stable_kebab_case() -> None:
     defined = {
         obj
-        for module in (pools, software, cluster, pytorch)
+        for module in (pools, software, cluster, pytorch, pairings)
         for _name, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Check) and obj is not Check and obj.__module__ == module.__name__
     }
@@ -711,7 +718,8 @@ stack: metal
 provider: {kind: static, inventory: INVENTORY}
 node_pools:
   - {name: head, role: head, instance_type: m7i.xlarge, count: 1}
-  - {name: gpu, role: gpu, instance_type: p4d.24xlarge, count: 2, certification: std}
+  - {name: gpu, role: gpu, instance_type: p4d.24xlarge, count: 2, certification: std,
+     cpu_topology: {sockets: 2, cores_per_socket: 24, threads_per_core: 2}}
 storage:
   nfs: {server: 10.1.0.5, export: /export/shared}
 software:

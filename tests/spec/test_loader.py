@@ -65,7 +65,7 @@ def test_unknown_key_inside_provider_union(tmp_path: Path) -> None:
 
 
 def test_missing_required_key(tmp_path: Path) -> None:
-    path = write(tmp_path, [("  slurm: 24.05.7\n", "")])
+    path = write(tmp_path, [("  slurm: 25.11.2\n", "")])
     (out,) = errors_of(path)
     assert f"{path}:{line_containing(path, 'software:')}: software.slurm: required key is missing" in out
 

@@ -20,6 +20,7 @@ import pulumi
 from pulumi.runtime.mocks import MockMonitor
 
 from clusterforge.providers.aws.policy import Graph, PolicyContext, Resource
+from clusterforge.providers.aws.stateful import StatefulChange, catalogue, from_steps, predict
 from clusterforge.spec.loader import load_spec, stack_path
 from clusterforge.spec.models import ClusterSpec
 
@@ -96,6 +97,7 @@ class RecordingMonitor(MockMonitor):
             "ignoreChanges": list(request.ignoreChanges),
             "deleteBeforeReplace": bool(request.deleteBeforeReplace),
             "retainOnDelete": bool(request.retainOnDelete),
+            "protect": bool(request.protect),
         }
         try:
             return super().RegisterResource(request)
@@ -153,7 +155,12 @@ def aws_examples() -> list[str]:
 _GRAPHS: dict[str, list[Resource]] = {}
 
 
-async def program(spec: ClusterSpec, ssm_ami: str = MOCK_AMI, recorded_ami: str | None = None) -> Graph:
+async def program(
+    spec: ClusterSpec,
+    ssm_ami: str = MOCK_AMI,
+    recorded_ami: str | None = None,
+    allow_replace: frozenset[str] = frozenset(),
+) -> Graph:
     """Run the whole program for ``spec`` under the mocks; the recorded resource graph.
 
     ``ssm_ami`` is what the SSM public parameter answers on this run; ``recorded_ami`` what the
@@ -161,12 +168,12 @@ async def program(spec: ClusterSpec, ssm_ami: str = MOCK_AMI, recorded_ami: str 
     input runs once per session and later tests get the same recorded graph."""
     from components.cluster import build_cluster
 
-    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami])
+    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami, sorted(allow_replace)])
     if key not in _GRAPHS:
         MOCKS.reset()
         MOCKS.ssm_ami = ssm_ami
         try:
-            cluster = build_cluster(spec, recorded_ami=recorded_ami)
+            cluster = build_cluster(spec, recorded_ami=recorded_ami, allow_replace=allow_replace)
             _GRAPHS[key] = await settle(
                 [cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]
             )
@@ -210,3 +217,22 @@ def changed_instances(before: Graph, after: Graph) -> list[str]:
         if a != b:
             out.append(new.name)
     return sorted(out)
+
+
+def stateful_changes(before: Graph, after: Graph) -> list[StatefulChange]:
+    """What a second ``pulumi up`` would do to the resources that hold data, as the AWS provider
+    decides it (clusterforge/data/aws_stateful.yaml: its replace-on-change arguments): replaces
+    (with the keys that force them) and deletes. Stands in for the engine's preview here."""
+    cat = catalogue()
+    old = {(r.type, r.name): r for r in before.resources if cat.holds_data(r.type, r.name)}
+    new = {(r.type, r.name): r for r in after.resources if cat.holds_data(r.type, r.name)}
+    steps: list[tuple[str, str, str, tuple[str, ...]]] = []
+    for key, res in old.items():
+        if key not in new:
+            steps.append(("delete", res.type, res.name, ()))
+            continue
+        a, b = json.loads(json.dumps(res.inputs)), json.loads(json.dumps(new[key].inputs))
+        op, keys = predict(res.type, a, b)
+        if op == "replace":
+            steps.append((op, res.type, res.name, keys))
+    return from_steps(steps)

@@ -18,14 +18,15 @@ def _gpu_template(graph: p.Graph) -> p.Resource:
 
 
 @pulumi.runtime.test
-def test_sixteen_gpu_instances_share_one_cluster_placement_group():
+def test_sixteen_gpu_instances_share_the_reservations_placement_group():
     async def check():
         graph = await program(load_example("prod"))
         gpu = [i for i in graph.of(p.INSTANCE) if i.inputs["tags"]["clusterforge:pool"] == "gpu"]
         assert sorted(i.name for i in gpu) == [f"gpu-{n:03d}" for n in range(1, 17)]
+        # prod names the cluster group its capacity reservation was made in: the stack creates none
         (group,) = {i.inputs["placementGroup"] for i in gpu}
-        (pg,) = [r for r in graph.of(p.PLACEMENT_GROUP) if r.inputs["name"] == group]
-        assert pg.inputs["strategy"] == "cluster"
+        assert group == "prod-gpu-reserved"
+        assert not [r for r in graph.of(p.PLACEMENT_GROUP)]
         assert all(i.inputs["launchTemplate"]["id"] == _gpu_template(graph).id for i in gpu)
 
     return check()

@@ -8,13 +8,24 @@ factory first asks the workspace where state lives (``who_am_i``): a self-manage
 non-interactive ``stack init`` then fails without one (pulumi/pulumi#3204 made it fail rather
 than prompt; automation-api-examples#4 shows the message): say what to set before anything runs.
 
-After ``up`` the AMI the nodes booted is recorded in the stack config (``clusterforge:ami``, in
-``stacks/Pulumi.<stack>.yaml``) so the next run does not follow the SSM parameter to a newer
-image (``stacks/components/cluster.py``, ``image_id``).
+Before the first ``up`` the AMI the nodes will boot is recorded in the stack config
+(``clusterforge:ami``, in ``stacks/Pulumi.<stack>.yaml``), so neither the next run nor a retry of a
+first run cut short follows the SSM parameter to a newer image (``stacks/components/cluster.py``,
+``image_id``): every node of a stack boots one kernel.
+
+Every preview and ``up`` refreshes first (``refresh=True``: "Refresh the state of the stack's
+resources against the cloud provider before running up", ``pulumi.automation.Stack.up``): an
+instance terminated or retired outside Pulumi shows as one to create, not as a running node.
+
+``up`` previews first and refuses to replace or delete a resource that holds data (the FSx file
+system, the checkpoint bucket; ``clusterforge.providers.aws.stateful``) unless it is named in
+``allow_replace``; the names reach the program as ``clusterforge:allow-replace`` for that run only,
+where they lift ``protect`` (a protected resource is never replaced, pulumi/pulumi pull 8810).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -25,6 +36,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from clusterforge.providers.aws.stateful import StatefulChange, from_steps
 
 STACKS_DIR = Path(__file__).resolve().parents[3] / "stacks"
 INSTANCE_TYPE = "aws:ec2/instance:Instance"
@@ -50,6 +63,7 @@ OP_GROUPS = {
 
 
 AMI_CONFIG_KEY = "clusterforge:ami"
+ALLOW_REPLACE_KEY = "clusterforge:allow-replace"
 # State backends that are not Pulumi Cloud: their default secrets provider is a passphrase.
 SELF_MANAGED_SCHEMES = ("file://", "s3://", "gs://", "azblob://", "postgres://")
 PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
@@ -67,6 +81,19 @@ class DestroyAborted(Exception):
     """The person did not confirm; nothing was destroyed."""
 
 
+class DataAtRisk(Exception):
+    """The update would replace or delete a resource that holds data; nothing was changed."""
+
+    def __init__(self, changes: list[StatefulChange]) -> None:
+        self.changes = changes
+        names = " ".join(f"--allow-replace {c.name}" for c in changes)
+        super().__init__(
+            "refused, nothing changed: "
+            + "; ".join(c.render() for c in changes)
+            + f". Back the data up first (FSx: aws fsx create-backup), then run `invoke up` again with {names}"
+        )
+
+
 class StackLike(Protocol):
     """The part of ``pulumi.automation.Stack`` this module uses."""
 
@@ -77,10 +104,18 @@ class StackLike(Protocol):
         self,
         *,
         diff: bool | None = ...,
+        refresh: bool | None = ...,
         on_event: Callable[[Any], Any] | None = ...,
         on_output: Callable[[str], Any] | None = ...,
     ) -> Any: ...
-    def up(self, *, on_output: Callable[[str], Any] | None = ...) -> Any: ...
+    def up(
+        self,
+        *,
+        refresh: bool | None = ...,
+        replace: list[str] | None = ...,
+        on_output: Callable[[str], Any] | None = ...,
+    ) -> Any: ...
+    def remove_config(self, key: str, *, path: bool = False) -> None: ...
     def destroy(self, *, on_output: Callable[[str], Any] | None = ...) -> Any: ...
     def outputs(self) -> Mapping[str, Any]: ...
     def export_stack(self) -> Any: ...
@@ -176,6 +211,8 @@ class PreviewSummary:
     stack: str
     changes: list[Change] = field(default_factory=list)
     unchanged: int = 0
+    # Replaces and deletes of resources that hold data (FSx, the checkpoint bucket).
+    stateful: list[StatefulChange] = field(default_factory=list)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -197,6 +234,7 @@ class PreviewSummary:
             lines.append(f"  nodes to {op} ({len(names)}): {', '.join(names)}")
         if not by_op:
             lines.append("  no node changes")
+        lines += [f"  DATA: {c.render()}" for c in self.stateful]
         return "\n".join(lines)
 
 
@@ -204,6 +242,7 @@ def summarise_events(stack: str, events: list[Any]) -> PreviewSummary:
     """Fold engine events (``ResourcePreEvent`` steps) into a summary."""
     summary = PreviewSummary(stack)
     seen: set[tuple[str, str]] = set()
+    steps: list[tuple[str, str, str, list[str]]] = []
     for event in events:
         pre = getattr(event, "resource_pre_event", None)
         if pre is None:
@@ -212,6 +251,7 @@ def summarise_events(stack: str, events: list[Any]) -> PreviewSummary:
         op = OP_GROUPS.get(str(getattr(meta.op, "value", meta.op)))
         if op is None or meta.type.startswith(INTERNAL_TYPES):
             continue
+        steps.append((op, meta.type, resource_name(meta.urn), list(getattr(meta, "keys", None) or [])))
         if op == "same":
             summary.unchanged += 1
             continue
@@ -219,6 +259,7 @@ def summarise_events(stack: str, events: list[Any]) -> PreviewSummary:
         if key not in seen:
             seen.add(key)
             summary.changes.append(Change(op, meta.type, resource_name(meta.urn)))
+    summary.stateful = from_steps(steps)
     return summary
 
 
@@ -244,16 +285,44 @@ class StackDriver:
 
     def preview(self) -> PreviewSummary:
         events: list[Any] = []
-        self.stack.preview(diff=False, on_event=events.append, on_output=self.on_output)
+        self.stack.preview(diff=False, refresh=True, on_event=events.append, on_output=self.on_output)
         return summarise_events(self.stack_name, events)
 
-    def up(self) -> dict[str, Any]:
-        """Create or update everything; the stack outputs afterwards (plain values). Records
-        the AMI the nodes now run, so the next run keeps it."""
-        result = self.stack.up(on_output=self.on_output)
+    def up(
+        self, allow_replace: frozenset[str] = frozenset(), replace: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Create or update everything; the stack outputs afterwards (plain values).
+
+        Refuses (``DataAtRisk``, nothing changed) when the refreshed preview replaces or deletes a
+        resource that holds data and is not in ``allow_replace``. ``replace``: URNs to replace
+        (``invoke replace``). Records the AMI the nodes run, so the next run keeps it."""
+        summary = self.preview()
+        refused = [c for c in summary.stateful if c.name not in allow_replace]
+        if refused:
+            raise DataAtRisk(refused)
+        allowed = sorted(c.name for c in summary.stateful)
+        if allowed:
+            from pulumi import automation as auto
+
+            self.stack.set_config(ALLOW_REPLACE_KEY, auto.ConfigValue(value=json.dumps(allowed)))
+        try:
+            result = self.stack.up(refresh=True, replace=replace, on_output=self.on_output)
+        finally:
+            if allowed:
+                self.stack.remove_config(ALLOW_REPLACE_KEY)
         outputs = {k: v.value for k, v in result.outputs.items()}
         self.record_ami(outputs.get("ami"))
         return outputs
+
+    def recorded_ami(self) -> str | None:
+        recorded = self.stack.get_all_config().get(AMI_CONFIG_KEY)
+        return None if recorded is None else str(getattr(recorded, "value", recorded))
+
+    def ensure_ami(self, resolve: Callable[[], str]) -> None:
+        """Record the image a first run will boot before that run starts (a retry after a run cut
+        short then boots the same one); nothing when one is recorded already."""
+        if self.recorded_ami() is None:
+            self.record_ami(resolve())
 
     def record_ami(self, ami: str | None) -> None:
         if not ami:

@@ -175,19 +175,32 @@ class CapacityReservation(Check):
         if want is None or have == want:
             return []
         key = f"node_pools[{pool.name}].placement_group"
+        rid = res.get("CapacityReservationId")
         if have:
-            fix = f"set {key}.name: {have}, so the pool launches into the reservation's group"
-        else:
-            fix = f"drop {key}: instances placed outside the reservation's capacity may not launch"
-        where = f"in placement group {have}" if have else "outside any placement group"
+            # "If the instance has attributes (placement group ARN, ...) that match a Capacity
+            # Reservation in the specified placement group, the instance automatically runs in the
+            # Capacity Reservation" (EC2 user guide, cr-cpg): the group is part of the match, so
+            # launches into another group never use this reservation.
+            return [
+                Finding(
+                    self.id,
+                    "error",
+                    subject,
+                    f"{rid} was created in placement group {have}: only instances launched into that group "
+                    f"can use it, and the pool launches into placement group {want}",
+                    f"set {key}.name: {have}, so the pool launches into the reservation's group",
+                )
+            ]
+        # A reservation outside any group still serves launches into one ("This is also true if you
+        # launch the instance into a placement group"), but the group's capacity is not reserved.
         return [
             Finding(
                 self.id,
                 "warning",
                 subject,
-                f"{res.get('CapacityReservationId')} was created {where}, but the pool launches into "
-                f"placement group {want}: launches may fail for lack of capacity",
-                fix,
+                f"{rid} was created outside any placement group, but the pool launches into "
+                f"placement group {want}: launches may fail for lack of capacity in the group",
+                f"drop {key}: instances placed outside the reservation's capacity may not launch",
             )
         ]
 
