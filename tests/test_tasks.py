@@ -73,11 +73,9 @@ def run_task(task: object, **kwargs: object) -> int:
 
 
 def test_json_output_and_suppression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    text = (
-        (ROOT / "stacks" / "prod.yaml")
-        .read_text()
-        .replace("fabric_manager: 570.133.20", "fabric_manager: 570.1.1")
-    )
+    prod = (ROOT / "stacks" / "prod.yaml").read_text()
+    assert prod.count("fabric_manager: 580.105.08") == 1  # the edit below must change something
+    text = prod.replace("fabric_manager: 580.105.08", "fabric_manager: 580.1.1")
     spec = tmp_path / "fm.yaml"
     spec.write_text(text)
     assert run_task(spec_tasks.check, file=str(spec), json=True) == 1
@@ -86,7 +84,7 @@ def test_json_output_and_suppression(tmp_path: Path, capsys: pytest.CaptureFixtu
     (finding,) = [f for f in report["findings"] if f["level"] == "error"]
     assert (finding["check"], finding["path"]) == ("fabric-manager", "software.fabric_manager")
     assert finding["text"].startswith(
-        f"{spec}:{finding['line']}: software.fabric_manager: fabric_manager 570.1.1"
+        f"{spec}:{finding['line']}: software.fabric_manager: fabric_manager 580.1.1"
     )
     assert run_task(spec_tasks.check, file=str(spec), suppress=["fabric-manager"], json=True) == 0
     assert json.loads(capsys.readouterr().out)["suppressed"] == ["fabric-manager"]
