@@ -461,6 +461,25 @@ class Journal:
                     self._compact_locked()
 
 
+def journal_files(folder: Path) -> dict[str, bytes]:
+    """The journal's files in a stack folder as they are now, read together under the journal's
+    lock (so that a compaction never falls between them): what the state backend carries."""
+    if not folder.is_dir():
+        return {}
+    fd = os.open(folder / "journal.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        out = {}
+        for name in ("journal.json", "journal.log"):
+            try:
+                out[name] = (folder / name).read_bytes()
+            except FileNotFoundError:
+                pass
+        return out
+    finally:
+        os.close(fd)
+
+
 def _check_fields(fields: dict[str, Any]) -> None:
     unknown = sorted(set(fields) - set(NodeRecord.__dataclass_fields__))
     if unknown:

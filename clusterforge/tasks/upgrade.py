@@ -9,7 +9,7 @@ from invoke import Context, task
 from invoke.exceptions import Exit
 
 from clusterforge.plan.inputs import StackInputs
-from clusterforge.tasks._cli import friendly, locked
+from clusterforge.tasks._cli import friendly, locked, state_read
 from clusterforge.tasks.cluster import _HELP_SPEC, _HELP_STACK, _HELP_WAIT, load
 
 
@@ -73,9 +73,10 @@ def upgrade(
     cluster = load(stack, spec)
     before = _base(stack, spec, base) if base else None
     if dry_run:  # changes nothing: no lock
-        outcome = run_upgrade(cluster, dry_run=True, base=before)
+        with state_read(cluster):
+            outcome = run_upgrade(cluster, dry_run=True, base=before)
     else:
-        with locked(cluster.stack, "upgrade", wait):
+        with locked(cluster, "upgrade", wait):
             question = f"upgrade stack {cluster.stack!r} as above?"
             outcome = run_upgrade(cluster, confirm=lambda: _ask(question, yes), base=before)
     if outcome.code:
@@ -113,7 +114,7 @@ def replace(
     if not node:
         raise Exit("give --node NAME (a compute node of the stack)", code=2)
     cluster = load(stack, spec)
-    with locked(cluster.stack, "replace", wait):
+    with locked(cluster, "replace", wait):
         outcome = run_replace(cluster, node, force=force, yes=yes)
     if outcome.code:
         raise Exit(code=outcome.code)
