@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -193,9 +193,7 @@ class Journal:
                 ) from None
             if not isinstance(data, dict) or data.get("version") != JOURNAL_VERSION:
                 version = data.get("version") if isinstance(data, dict) else None
-                raise JournalError(
-                    f"{self.path}: journal version {version!r}, expected {JOURNAL_VERSION}"
-                )
+                raise JournalError(f"{self.path}: journal version {version!r}, expected {JOURNAL_VERSION}")
             out.nodes = {n: NodeRecord.from_dict(r) for n, r in (data.get("nodes") or {}).items()}
             out.sections = dict(data.get("sections") or {})
             out.generation = int(data.get("generation") or 0)
@@ -212,9 +210,7 @@ class Journal:
             raise JournalError(f"{self.log_path}: unreadable journal log ({exc.strerror})") from None
         out.log_bytes = len(raw)
         lines = raw.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        elif lines:  # no newline at the end: the last append was cut short (a crash); drop it
+        if lines and lines[-1] == b"" or lines:
             lines.pop()
         for number, line in enumerate(lines, 1):
             try:
@@ -471,10 +467,8 @@ def journal_files(folder: Path) -> dict[str, bytes]:
         fcntl.flock(fd, fcntl.LOCK_EX)
         out = {}
         for name in ("journal.json", "journal.log"):
-            try:
+            with suppress(FileNotFoundError):
                 out[name] = (folder / name).read_bytes()
-            except FileNotFoundError:
-                pass
         return out
     finally:
         os.close(fd)

@@ -92,9 +92,8 @@ class DirectoryBackend(Backend):
         with self._exclusive():
             if if_absent and path.exists():
                 raise PreconditionFailed(f"{self.where(key)} exists")
-            if if_match is not None:
-                if self._current(path) != if_match:
-                    raise PreconditionFailed(f"{self.where(key)} changed (or vanished) since it was read")
+            if if_match is not None and self._current(path) != if_match:
+                raise PreconditionFailed(f"{self.where(key)} changed (or vanished) since it was read")
             try:
                 _write_file(path, data, 0o600 if "secrets" in Path(key).parts else 0o644)
             except OSError as exc:
@@ -113,7 +112,9 @@ class DirectoryBackend(Backend):
         if not base.is_dir():
             return []
         return sorted(
-            str(p.relative_to(self.root)) for p in base.rglob("*") if p.is_file() and not p.name.startswith(".")
+            str(p.relative_to(self.root))
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.startswith(".")
         )
 
 

@@ -25,15 +25,29 @@ def report_index(workdir: Path, stack: str) -> dict[str, Any]:
         files = sorted(p.name for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
         if not (rec.verdict or files):
             continue
-        entry: dict[str, Any] = {"verdict": rec.verdict, "run_id": rec.run_id, "certified_at": rec.certified_at}
+        entry: dict[str, Any] = {
+            "verdict": rec.verdict,
+            "run_id": rec.run_id,
+            "certified_at": rec.certified_at,
+        }
         if rec.profile:
             entry["profile"] = rec.profile
         if rec.verdict == "fail" or rec.failed_stage:
             entry["reason"] = rec.reason
         entry["files"] = [f"reports/{name}/{f}" for f in files]
         nodes[name] = entry
-    top = sorted(p.name for p in reports.iterdir() if p.is_file() and p.name != INDEX) if reports.is_dir() else []
-    return {"kind": KIND, "version": 1, "stack": stack, "reports": [f"reports/{f}" for f in top], "nodes": nodes}
+    top = (
+        sorted(p.name for p in reports.iterdir() if p.is_file() and p.name != INDEX)
+        if reports.is_dir()
+        else []
+    )
+    return {
+        "kind": KIND,
+        "version": 1,
+        "stack": stack,
+        "reports": [f"reports/{f}" for f in top],
+        "nodes": nodes,
+    }
 
 
 def write_report_index(workdir: Path, stack: str) -> None:

@@ -138,7 +138,14 @@ class LeaseLock:
     def _mine(self) -> LeaseRecord:
         now = self.clock()
         return LeaseRecord(
-            self.stack, uuid.uuid4().hex, os.getpid(), socket.gethostname(), self.command, _iso(now), now, self.lease_s
+            self.stack,
+            uuid.uuid4().hex,
+            os.getpid(),
+            socket.gethostname(),
+            self.command,
+            _iso(now),
+            now,
+            self.lease_s,
         )
 
     def acquire(self, *, wait: bool = False, poll_s: float = 2.0) -> Holder:
@@ -156,7 +163,9 @@ class LeaseLock:
                     taken.holder,
                 )
             if not told:
-                self.note(f"stack {self.stack!r} is busy: {taken.describe(self.clock())}; waiting for it (--wait)")
+                self.note(
+                    f"stack {self.stack!r} is busy: {taken.describe(self.clock())}; waiting for it (--wait)"
+                )
                 told = True
             time.sleep(poll_s)
 

@@ -55,7 +55,12 @@ class S3Backend(Backend):
 
     def _call(self, what: str, key: str, fn: Any, **kwargs: Any) -> Any:
         """One S3 call; errors become Unreachable or PreconditionFailed naming the object."""
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            NoCredentialsError,
+            PartialCredentialsError,
+        )
 
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
@@ -69,7 +74,9 @@ class S3Backend(Backend):
                 code = str(exc.response.get("Error", {}).get("Code", ""))
                 status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
                 if code in ("PreconditionFailed",) or status == 412:
-                    raise PreconditionFailed(f"{self.where(key)}: changed since it was read ({what})") from None
+                    raise PreconditionFailed(
+                        f"{self.where(key)}: changed since it was read ({what})"
+                    ) from None
                 if code == "ConditionalRequestConflict" or status == 409:
                     if attempt < CONFLICT_RETRIES:
                         time.sleep(0.1 * (attempt + 1))
@@ -82,13 +89,21 @@ class S3Backend(Backend):
                         f"state backend {self.url}: bucket {self.bucket!r} does not exist; create it once "
                         "(with versioning on) or fix state.backend in the spec"
                     ) from None
-                if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"):
+                if code in (
+                    "AccessDenied",
+                    "403",
+                    "InvalidAccessKeyId",
+                    "SignatureDoesNotMatch",
+                    "ExpiredToken",
+                ):
                     raise Unreachable(
                         f"state backend {self.url}: access denied ({code}) on {what} {key}; the runner's role "
                         f"needs s3:GetObject, s3:PutObject, s3:DeleteObject on {self.where('*')} and "
                         f"s3:ListBucket on {self.bucket}"
                     ) from None
-                raise Unreachable(f"state backend {self.url}: {what} {key} failed: {code or status}: {exc}") from None
+                raise Unreachable(
+                    f"state backend {self.url}: {what} {key} failed: {code or status}: {exc}"
+                ) from None
             except BotoCoreError as exc:
                 raise Unreachable(f"state backend {self.url}: cannot be reached ({exc})") from None
         raise AssertionError("unreachable")
@@ -128,9 +143,7 @@ class S3Backend(Backend):
         token: dict[str, str] = {}
         strip = len(self._key(""))
         while True:
-            page = self._call(
-                "list", prefix, self.client.list_objects_v2, Prefix=self._key(prefix), **token
-            )
+            page = self._call("list", prefix, self.client.list_objects_v2, Prefix=self._key(prefix), **token)
             keys += [str(o["Key"])[strip:] for o in page.get("Contents", [])]
             if not page.get("IsTruncated"):
                 return sorted(keys)

@@ -51,7 +51,9 @@ def _reachable(backend: Backend) -> None:
 class Writer:
     """Writes one command's working copy back, each time conditional on the state it last saw."""
 
-    def __init__(self, store: StackState, workdir: Path, base: Manifest | None, lock: LeaseLock, command: str):
+    def __init__(
+        self, store: StackState, workdir: Path, base: Manifest | None, lock: LeaseLock, command: str
+    ):
         self.store, self.workdir, self.base, self.lock, self.command = store, workdir, base, lock, command
         self.last = time.monotonic()
 

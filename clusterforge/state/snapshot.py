@@ -26,6 +26,7 @@ report files.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -109,15 +110,21 @@ def parse_manifest(data: bytes, where: str, version: str, stack: str) -> Manifes
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ForeignState(f"{named} is not JSON ({exc}): corrupt or not clusterforge's; restore an earlier "
-                           "version of it (bucket versioning) or remove it to start the stack's state afresh") from None
+        raise ForeignState(
+            f"{named} is not JSON ({exc}): corrupt or not clusterforge's; restore an earlier "
+            "version of it (bucket versioning) or remove it to start the stack's state afresh"
+        ) from None
     if not isinstance(raw, dict) or raw.get("kind") != KIND:
         kind = raw.get("kind") if isinstance(raw, dict) else type(raw).__name__
-        raise ForeignState(f"{named} is not a clusterforge state manifest (kind {kind!r}, expected {KIND!r}); "
-                           "state.backend must name a place of clusterforge's own")
+        raise ForeignState(
+            f"{named} is not a clusterforge state manifest (kind {kind!r}, expected {KIND!r}); "
+            "state.backend must name a place of clusterforge's own"
+        )
     if raw.get("version") != VERSION:
-        raise ForeignState(f"{named} has state format {raw.get('version')!r}; this clusterforge reads {VERSION}: "
-                           "use the clusterforge release that wrote it")
+        raise ForeignState(
+            f"{named} has state format {raw.get('version')!r}; this clusterforge reads {VERSION}: "
+            "use the clusterforge release that wrote it"
+        )
     if raw.get("stack") != stack:
         raise ForeignState(f"{named} holds the state of stack {raw.get('stack')!r}, not {stack!r}")
     try:
@@ -142,7 +149,9 @@ def read_meta(workdir: Path) -> SyncMeta | None:
     try:
         raw = json.loads((workdir / SYNC_META).read_text())
         files = {str(p): (str(v[0]), int(v[1]), int(v[2])) for p, v in raw["files"].items()}
-        return SyncMeta(str(raw["backend"]), str(raw["lineage"]), int(raw["serial"]), str(raw["version"]), files)
+        return SyncMeta(
+            str(raw["backend"]), str(raw["lineage"]), int(raw["serial"]), str(raw["version"]), files
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -158,7 +167,9 @@ def write_meta(workdir: Path, meta: SyncMeta) -> None:
     write_atomic(workdir / SYNC_META, json.dumps(data) + "\n")
 
 
-def scan(workdir: Path, known: dict[str, tuple[str, int, int]] | None = None) -> dict[str, tuple[str, int, int]]:
+def scan(
+    workdir: Path, known: dict[str, tuple[str, int, int]] | None = None
+) -> dict[str, tuple[str, int, int]]:
     """Every synced file of the working copy: path -> (sha256, size, mtime_ns)."""
     return _scan(workdir, known)[0]
 
@@ -295,7 +306,9 @@ class StackState:
             )
         return meta
 
-    def pull(self, workdir: Path, *, only: Iterable[str] | None = None, check: bool = True) -> Manifest | None:
+    def pull(
+        self, workdir: Path, *, only: Iterable[str] | None = None, check: bool = True
+    ) -> Manifest | None:
         """Bring the working copy to the backend's state (read once); None when there is none yet.
 
         ``only``: path prefixes to fetch (a read-only command needs the journal, not the reports).
@@ -324,7 +337,10 @@ class StackState:
             for path in set(local) - set(manifest.objects):
                 (workdir / path).unlink(missing_ok=True)
             files = scan(workdir)
-            write_meta(workdir, SyncMeta(self.backend.url, manifest.lineage, manifest.serial, manifest.version, files))
+            write_meta(
+                workdir,
+                SyncMeta(self.backend.url, manifest.lineage, manifest.serial, manifest.version, files),
+            )
         return manifest
 
     def _fetch(self, path: str, entry: Entry, manifest: Manifest) -> bytes:
@@ -332,15 +348,19 @@ class StackState:
         blob = self.backend.get(key)
         named = f"state object {self.backend.where(key)} ({path} of {manifest.by()})"
         if blob is None:
-            raise MissingObject(f"{named} is missing: the backend lost part of the state; restore it, or write "
-                               f"a whole state from a working copy with `invoke state.push --stack {self.stack}`")
+            raise MissingObject(
+                f"{named} is missing: the backend lost part of the state; restore it, or write "
+                f"a whole state from a working copy with `invoke state.push --stack {self.stack}`"
+            )
         try:
             data = gzip.decompress(blob.data)
         except (OSError, EOFError) as exc:
             raise ForeignState(f"{named} is corrupt ({exc}); restore an earlier version of it") from None
         if _sha(data) != entry.sha256:
-            raise ForeignState(f"{named} is corrupt: its content hashes to {_sha(data)[:12]}…, not its name; "
-                               "restore an earlier version of it")
+            raise ForeignState(
+                f"{named} is corrupt: its content hashes to {_sha(data)[:12]}…, not its name; "
+                "restore an earlier version of it"
+            )
         return data
 
     def _pull_secrets(self, workdir: Path) -> None:
@@ -381,10 +401,8 @@ class StackState:
             else:  # read now: a report rewritten since the scan is written as it is now
                 data = (workdir / path).read_bytes()
                 entry = (_sha(data), len(data), (workdir / path).stat().st_mtime_ns)
-            try:
+            with contextlib.suppress(PreconditionFailed):  # the same content is there already
                 self.backend.put(self._object_key(entry[0]), gzip.compress(data, 6, mtime=0), if_absent=True)
-            except PreconditionFailed:
-                pass  # the same content is there already
             return path, entry
 
         with ThreadPoolExecutor(WORKERS) as pool:
@@ -411,7 +429,9 @@ class StackState:
             ) from None
         write_meta(workdir, SyncMeta(self.backend.url, new.lineage, new.serial, new.version, local))
         if base is not None:
-            self._collect(set(e.sha256 for e in base.objects.values()) - {e.sha256 for e in new.objects.values()})
+            self._collect(
+                set(e.sha256 for e in base.objects.values()) - {e.sha256 for e in new.objects.values()}
+            )
         return new
 
     def _describe_current(self) -> str:
@@ -424,10 +444,8 @@ class StackState:
     def _collect(self, shas: set[str]) -> None:
         """Delete objects the new manifest no longer names (best effort: leftovers only cost space)."""
         for sha in shas:
-            try:
+            with contextlib.suppress(Exception):  # an object left behind only costs space
                 self.backend.delete(self._object_key(sha))
-            except Exception:  # noqa: BLE001, S110 - an object left behind is harmless
-                pass
 
     def _push_secrets(self, workdir: Path) -> None:
         for name in SECRETS:

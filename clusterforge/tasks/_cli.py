@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 from invoke.exceptions import Exit, Failure, UnexpectedExit
@@ -125,6 +125,7 @@ def locked(stack_or_spec: ClusterSpec | str, command: str, wait: bool = False) -
     spec = _spec_of(stack_or_spec)
     note = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     try:
+        hold: AbstractContextManager[object]
         if spec is None:  # a stack with no spec file here: its local state
             hold = stack_lock(str(stack_or_spec), line, wait=wait, note=note)
         else:

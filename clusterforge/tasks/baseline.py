@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json as jsonlib
 import statistics
-from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from invoke import Context, task

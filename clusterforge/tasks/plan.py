@@ -12,9 +12,9 @@ from rich.console import Console
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.node.remote import Runner, node_runner
 from clusterforge.plan.impact import LiveState, plan_impacts
+from clusterforge.plan.inputs import StackInputs
 from clusterforge.plan.live import Previewer, live_state, pulumi_previewer
 from clusterforge.plan.render import Plan, json_text, markdown, table
-from clusterforge.plan.inputs import StackInputs
 from clusterforge.plan.sources import PlanError, base_from_journal, base_from_ref, new_side, repo_root_for
 from clusterforge.providers import Provider, get_provider
 from clusterforge.spec.checks import check_file
@@ -65,10 +65,7 @@ def build_plan(
         notes.extend(more)
         return inputs
 
-    if base:
-        old = from_ref(base, "--base")
-    else:
-        old = _applied(cluster, fallback_base, from_ref, notes)
+    old = from_ref(base, "--base") if base else _applied(cluster, fallback_base, from_ref, notes)
     state = LiveState()
     if live:
         state = live_state(cluster, provider or get_provider(cluster), runner, previewer)

@@ -77,7 +77,9 @@ def _describe(paths: Any) -> str:
     return f"{journal}, {baselines} baseline(s), {reports} report file(s)"
 
 
-@task(help={"stack": _HELP_STACK, "spec": _HELP_SPEC, "wait": "wait for the stack's lock instead of exiting 2"})
+@task(
+    help={"stack": _HELP_STACK, "spec": _HELP_SPEC, "wait": "wait for the stack's lock instead of exiting 2"}
+)
 @friendly
 def push(c: Context, stack: str = "", spec: str = "", wait: bool = False) -> None:
     """Write this machine's copy of the stack's state (.clusterforge/STACK/) to the spec's backend.
@@ -198,7 +200,8 @@ def show(c: Context, stack: str = "", spec: str = "", json: bool = False) -> Non
     else:
         copy = "in step"
     who = holder(cluster)
-    data = {
+    size = sum(e.size for e in manifest.objects.values()) if manifest else 0
+    data: dict[str, Any] = {
         "stack": cluster.stack,
         "backend": backend.url,
         "serial": manifest.serial if manifest else None,
@@ -206,7 +209,7 @@ def show(c: Context, stack: str = "", spec: str = "", json: bool = False) -> Non
         "written_at": manifest.written_at if manifest else None,
         "written_by": manifest.written_by if manifest else None,
         "objects": len(manifest.objects) if manifest else 0,
-        "bytes": sum(e.size for e in manifest.objects.values()) if manifest else 0,
+        "bytes": size,
         "lock": who.describe() if who else None,
         "this_copy": copy,
     }
@@ -218,7 +221,7 @@ def show(c: Context, stack: str = "", spec: str = "", json: bool = False) -> Non
         print("  no state written yet")
     else:
         print(f"  {manifest.by()}; lineage {manifest.lineage}")
-        print(f"  holds {_describe(manifest.objects)} ({data['bytes'] / 1e6:.1f} MB)")
+        print(f"  holds {_describe(manifest.objects)} ({size / 1e6:.1f} MB)")
     print(f"  lock: {data['lock'] or 'free'}")
     print(f"  this machine's copy ({workdir}): {copy}")
 
@@ -256,7 +259,8 @@ def unlock(c: Context, stack: str = "", spec: str = "", force: bool = False) -> 
         live, what = False, "a record that is not a clusterforge lock"
     if live and not force:
         raise Exit(
-            f"{backend.where(key)}: held by {what}; remove it only if that command is gone: --force", code=EXIT_BUSY
+            f"{backend.where(key)}: held by {what}; remove it only if that command is gone: --force",
+            code=EXIT_BUSY,
         )
     _run(lambda: backend.delete(key, if_match=blob.version))
     print(f"{backend.where(key)}: removed ({what})")

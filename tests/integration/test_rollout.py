@@ -12,7 +12,6 @@ These are the last tests on the shared stack (file order; the session downs it a
 
 from __future__ import annotations
 
-
 import pytest
 import yaml
 

@@ -61,7 +61,12 @@ def test_a_change_appends_one_line_and_never_rewrites_the_snapshot(
     j.mark_done("n", "configured")
     rewrites: list[Path] = []
     real = jmod.write_atomic
-    monkeypatch.setattr(jmod, "write_atomic", lambda path, text: (rewrites.append(path), real(path, text)))
+
+    def recording(path: Path, text: str) -> None:
+        rewrites.append(path)
+        real(path, text)
+
+    monkeypatch.setattr(jmod, "write_atomic", recording)
     before = j.log_path.read_text().count("\n")
     for i in range(50):
         j.annotate("n", certifying=f"run-{i}")
@@ -70,7 +75,9 @@ def test_a_change_appends_one_line_and_never_rewrites_the_snapshot(
     assert Journal("t", root=tmp_path).record("n").certifying == "run-49"
 
 
-def test_the_bytes_written_grow_linearly_with_the_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_bytes_written_grow_linearly_with_the_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A fresh `up` of 2N nodes writes about twice what N nodes write (the old journal rewrote the
     whole file per change: four times). Compaction is made small here so that it happens."""
     monkeypatch.setattr(jmod, "COMPACT_MIN_BYTES", 2_000)
@@ -149,7 +156,9 @@ def test_a_torn_last_line_is_dropped_and_the_next_change_appends_cleanly(tmp_pat
     assert all(json.loads(line) for line in k.log_path.read_text().splitlines())
 
 
-def test_crash_during_compaction_keeps_the_old_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_during_compaction_keeps_the_old_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     j = Journal("t", root=tmp_path)
     j.mark_done("n", "configured")
     j.compact()

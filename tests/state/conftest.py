@@ -74,7 +74,9 @@ def s3_url(moto_server: str, fake_aws: None, monkeypatch: pytest.MonkeyPatch) ->
     """A fresh bucket on the loopback S3; boto3 reaches it through AWS_ENDPOINT_URL_S3."""
     import boto3
 
-    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10).close()
+    urllib.request.urlopen(
+        urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10
+    ).close()
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_server)
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=BUCKET)
     return f"s3://{BUCKET}/clusters"

@@ -70,7 +70,9 @@ def test_secrets_are_the_owners_alone_on_a_shared_folder(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_an_s3_endpoint_that_does_not_answer_is_named(fake_aws: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_s3_endpoint_that_does_not_answer_is_named(
+    fake_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

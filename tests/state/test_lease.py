@@ -70,7 +70,9 @@ def test_a_second_command_is_refused_naming_the_holder(backend: Backend) -> None
 
 
 def _hold_until_killed(kind: str, where: str, lease_s: int, ready: Any) -> None:
-    lock = LeaseLock(make_backend(kind, where), "s", "invoke up --stack s", lease_s=lease_s, note=lambda _: None)
+    lock = LeaseLock(
+        make_backend(kind, where), "s", "invoke up --stack s", lease_s=lease_s, note=lambda _: None
+    )
     lock.acquire()
     lock.start_renewing()
     ready.set()
@@ -83,9 +85,9 @@ def _killed_holder(where: tuple[str, str], lease_s: int) -> int:
     proc = ctx.Process(target=_hold_until_killed, args=(*where, lease_s, ready), daemon=True)
     proc.start()
     assert ready.wait(60), "the holder never took the lock"
+    assert proc.pid is not None
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
-    assert proc.pid is not None
     return proc.pid
 
 
@@ -95,7 +97,9 @@ def test_a_killed_holder_is_taken_over_once_its_lease_ran_out(where: tuple[str, 
     with pytest.raises(StackLocked, match=f"pid {pid}"):  # its lease still runs: refused, not guessed
         LeaseLock(backend, "s", "invoke certify --stack s").acquire()
     notes: list[str] = []
-    later = LeaseLock(backend, "s", "invoke certify --stack s", note=notes.append, clock=lambda: time.time() + 121)
+    later = LeaseLock(
+        backend, "s", "invoke certify --stack s", note=notes.append, clock=lambda: time.time() + 121
+    )
     later.acquire()  # the same record, read 121 s later: its lease ran out
     assert len(notes) == 1 and "taking over the lock left by `invoke up --stack s`" in notes[0]
     assert f"pid {pid}" in notes[0] and "lease ran out" in notes[0]

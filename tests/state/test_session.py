@@ -20,7 +20,9 @@ from clusterforge.tasks._cli import locked
 
 def _spec(backend: str, stack: str = "shared") -> ClusterSpec:
     spec, _ = load_spec(stack_path("local"))
-    return spec.model_copy(update={"stack": stack, "state": State(backend=backend, lease_s=60)})
+    return spec.model_copy(
+        update={"stack": stack, "state": State.model_validate({"backend": backend, "lease_s": 60})}
+    )
 
 
 @pytest.fixture
@@ -101,7 +103,9 @@ def test_a_write_refused_after_the_command_says_what_is_kept_and_exits_2(
     assert Journal("shared", ci).is_done("node-002", "configured")  # kept in the working copy
 
 
-def test_a_busy_stack_exits_2_naming_the_holder(shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_busy_stack_exits_2_naming_the_holder(
+    shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = _spec(str(shared))
     _clone(tmp_path, "ci", monkeypatch)
     with changing(spec, "invoke up --stack shared", note=lambda _: None):
@@ -110,9 +114,8 @@ def test_a_busy_stack_exits_2_naming_the_holder(shared: Path, tmp_path: Path, mo
         with pytest.raises(Exit) as err, locked(spec, "certify"):
             pytest.fail("entered a held stack")
         assert err.value.code == 2 and "invoke up --stack shared" in str(err.value.message)
-        with pytest.raises(StackLocked):
-            with changing(spec, "invoke certify", note=lambda _: None):
-                pass
+        with pytest.raises(StackLocked), changing(spec, "invoke certify", note=lambda _: None):
+            pass
 
 
 def test_reading_uses_a_private_copy_and_takes_no_lock(
@@ -130,7 +133,9 @@ def test_reading_uses_a_private_copy_and_takes_no_lock(
     with reading(spec):
         private = state_root()
         assert Journal("shared").record("node-001").verdict == "pass"
-        assert not (private / "shared" / "reports").exists()  # a reader fetches the journal and baselines only
+        assert not (
+            private / "shared" / "reports"
+        ).exists()  # a reader fetches the journal and baselines only
     assert not private.exists() and state_root() == mine
 
 

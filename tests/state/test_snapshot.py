@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,9 @@ def test_a_state_written_from_one_copy_is_read_whole_by_another(backend: Backend
     first = _work(tmp_path / "a")
     store = StackState(backend, "s")
     written = store.push(first, None, "invoke up")
-    assert written.serial == 1 and "journal.log" in written.objects and "baselines/local.json" in written.objects
+    assert (
+        written.serial == 1 and "journal.log" in written.objects and "baselines/local.json" in written.objects
+    )
     assert not any(p.startswith("runs/") for p in written.objects)  # run logs stay with the runner
     assert backend.get("s/secrets/munge.key") is not None and "munge.key" not in written.objects
     second = tmp_path / "b" / "s"
@@ -43,7 +46,9 @@ def test_a_state_written_from_one_copy_is_read_whole_by_another(backend: Backend
     assert got is not None and got.serial == 1
     assert Journal("s", tmp_path / "b").record("node-002").verdict == "pass"
     assert (second / "reports" / "node-003" / "report.json").read_text() == '{"node": 3}'
-    assert (second / "munge.key").read_bytes() == b"k" * 1024 and (second / "munge.key").stat().st_mode & 0o777 == 0o600
+    assert (second / "munge.key").read_bytes() == b"k" * 1024 and (
+        second / "munge.key"
+    ).stat().st_mode & 0o777 == 0o600
     meta = read_meta(second)
     assert meta is not None and meta.serial == 1 and meta.lineage == written.lineage
 
@@ -69,7 +74,9 @@ def test_a_concurrent_writer_is_detected_and_refused(backend: Backend, tmp_path:
     assert Journal("s", check.parent).record("node-002").reason == ""  # two's write never landed
 
 
-def test_a_failed_write_leaves_the_previous_state_whole(backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_leaves_the_previous_state_whole(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = StackState(backend, "s")
     work = _work(tmp_path / "a")
     base = store.push(work, None, "invoke up")
@@ -93,14 +100,21 @@ def test_a_failed_write_leaves_the_previous_state_whole(backend: Backend, tmp_pa
     assert store.push(work, base, "invoke state.push").serial == 2  # the kept copy writes later
 
 
-def test_unchanged_files_are_not_uploaded_again(backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unchanged_files_are_not_uploaded_again(
+    backend: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = StackState(backend, "s")
     work = _work(tmp_path / "a", nodes=20)
     base = store.push(work, None, "invoke up")
     assert store.push(work, base, "invoke up").version == base.version  # nothing changed: nothing written
     puts: list[str] = []
     real = backend.put
-    monkeypatch.setattr(backend, "put", lambda key, data, **kw: (puts.append(key), real(key, data, **kw))[1])
+
+    def recording(key: str, data: bytes, **kw: Any) -> str:
+        puts.append(key)
+        return real(key, data, **kw)
+
+    monkeypatch.setattr(backend, "put", recording)
     (work / "reports" / "node-007" / "report.json").write_text('{"node": "seven again"}')
     new = store.push(work, base, "invoke certify --nodes node-007")
     objects = [k for k in puts if "/objects/" in k]
@@ -114,8 +128,14 @@ def test_unchanged_files_are_not_uploaded_again(backend: Backend, tmp_path: Path
         (b"{not json", "is not JSON"),
         (b'{"kind": "terraform-state"}', "is not a clusterforge state manifest (kind 'terraform-state'"),
         (b'{"kind": "clusterforge-state", "version": 99}', "has state format 99"),
-        (b'{"kind": "clusterforge-state", "version": 1, "stack": "other"}', "holds the state of stack 'other'"),
-        (b'{"kind": "clusterforge-state", "version": 1, "stack": "s", "objects": {"../x": {}}}', "is damaged"),
+        (
+            b'{"kind": "clusterforge-state", "version": 1, "stack": "other"}',
+            "holds the state of stack 'other'",
+        ),
+        (
+            b'{"kind": "clusterforge-state", "version": 1, "stack": "s", "objects": {"../x": {}}}',
+            "is damaged",
+        ),
     ],
 )
 def test_a_foreign_or_damaged_manifest_is_refused_with_its_name_and_version(
@@ -150,7 +170,9 @@ def test_histories_are_never_mixed(backend: Backend, tmp_path: Path) -> None:
     assert Journal("s", mine.parent).record("node-001").verdict == "fail"  # left as it was
 
 
-def test_a_new_backend_does_not_silently_start_beside_a_local_history(backend: Backend, tmp_path: Path) -> None:
+def test_a_new_backend_does_not_silently_start_beside_a_local_history(
+    backend: Backend, tmp_path: Path
+) -> None:
     mine = _work(tmp_path / "laptop")
     with pytest.raises(StateConflict, match=r"move it there once with `invoke state.push --stack s`"):
         StackState(backend, "s").pull(mine)
@@ -171,5 +193,7 @@ def test_changes_left_unwritten_are_kept_and_refused_once_the_backend_moved_on(
     Journal("s", other.parent).mark_done("node-002", "configured", run_id="r2")
     store.push(other, store.read(), "invoke up (other)")
     assert base.serial == 1
-    with pytest.raises(StateConflict, match=r"has changes not written to .* \(made on serial 1\), and the backend moved on"):
+    with pytest.raises(
+        StateConflict, match=r"has changes not written to .* \(made on serial 1\), and the backend moved on"
+    ):
         store.pull(mine)
