@@ -36,6 +36,7 @@ from clusterforge.state.backend import Backend, Blob, PreconditionFailed, Unreac
 
 LEASE_VERSION = 2  # version 1 is the local flock record (clusterforge/lock.py)
 DEFAULT_LEASE_S = 300
+CONTENDED_TRIES = 20  # a lock taken and released this often while we look: give up rather than spin
 
 
 def lock_key(stack: str) -> str:
@@ -171,31 +172,36 @@ class LeaseLock:
 
     def _try(self) -> LeaseRecord | None:
         """None when the lock is now ours; else the live record that holds it."""
-        mine = self._mine()
-        try:
-            self._version = self.backend.put(self.key, mine.to_bytes(), if_absent=True)
+        for _ in range(CONTENDED_TRIES):
+            mine = self._mine()
+            try:
+                self._version = self.backend.put(self.key, mine.to_bytes(), if_absent=True)
+                self.record = mine
+                return None
+            except PreconditionFailed:
+                pass
+            blob = self.backend.get(self.key)
+            if blob is None:
+                continue  # released between our write and our read: try again
+            current = parse_record(blob, self.where, self.stack)
+            now = self.clock()
+            if current.expires > now:
+                return current
+            try:  # the lease ran out: replace exactly the record we read, or lose to whoever did first
+                self._version = self.backend.put(self.key, mine.to_bytes(), if_match=blob.version)
+            except PreconditionFailed:
+                continue
             self.record = mine
+            self.note(
+                f"stack {self.stack!r}: taking over the lock left by {current.holder.describe()}: its lease "
+                f"ran out {_ago_s(now - current.expires)} without being renewed (the command was killed or its "
+                "machine went away); the state it wrote last is where this command starts"
+            )
             return None
-        except PreconditionFailed:
-            pass
-        blob = self.backend.get(self.key)
-        if blob is None:
-            return self._try()  # released between our write and our read: try again
-        current = parse_record(blob, self.where, self.stack)
-        now = self.clock()
-        if current.expires > now:
-            return current
-        try:  # the lease ran out: replace exactly the record we read, or lose to whoever did first
-            self._version = self.backend.put(self.key, mine.to_bytes(), if_match=blob.version)
-        except PreconditionFailed:
-            return self._try()
-        self.record = mine
-        self.note(
-            f"stack {self.stack!r}: taking over the lock left by {current.holder.describe()}: its lease "
-            f"ran out {_ago_s(now - current.expires)} without being renewed (the command was killed or its "
-            "machine went away); the state it wrote last is where this command starts"
+        raise LockError(
+            f"stack {self.stack!r}: the lock ({self.where}) changed hands {CONTENDED_TRIES} times while this "
+            "command tried to take it; run it again (with --wait to queue)"
         )
-        return None
 
     def renew(self) -> bool:
         """Extend the lease; False (and ``lost`` says why) when another command took the lock over."""
