@@ -16,7 +16,7 @@ from clusterforge.state.backend import Backend
 from clusterforge.state.lease import LeaseLock, current_holder, lock_key
 from tests.state.conftest import make_backend
 
-ROUNDS = {"dir": 200, "s3": 50}  # racing rounds per backend (a round on moto costs ~0.1 s)
+ROUNDS = {"dir": 100, "s3": 50}  # racing rounds per backend (a round on moto costs ~0.1 s)
 
 
 def _racer(kind: str, where: str, me: int, rounds: int, barrier: Any, results: Any) -> None:
