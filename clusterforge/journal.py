@@ -176,7 +176,11 @@ class Journal:
         self.sections: dict[str, Any] = {}
         self._last_fsync = 0.0
         self._log_ino = -1  # the log file this object has checked (its inode)
-        files = self._read_files()
+        if self.path.exists() or self.log_path.exists():
+            with self._files_locked():  # another object's compaction never falls between the two reads
+                files = self._read_files()
+        else:
+            files = _Files()  # nothing yet (and nothing is created by looking)
         self.nodes, self.sections = files.nodes, files.sections
 
     # --- files -------------------------------------------------------------------------------
