@@ -128,17 +128,28 @@ class NodeRecord:
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so that a crash leaves either the old or the new file."""
+    write_atomic_bytes(path, text.encode())
+
+
+def write_atomic_bytes(path: Path, data: bytes, mode: int | None = None, sync_dir: bool = True) -> None:
+    """``write_atomic`` for bytes: a temporary file in the same folder, fsynced, renamed over
+    ``path``, then the folder fsynced (``sync_dir``) so that the rename itself survives a crash.
+    ``mode``: the file's permissions (default: the temporary file's 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not sync_dir:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from clusterforge.journal import write_atomic_bytes
 from clusterforge.state.backend import Backend, Blob, PreconditionFailed, Unreachable
 
 CAS_LOCK = ".clusterforge-cas.lock"
@@ -95,7 +95,8 @@ class DirectoryBackend(Backend):
             if if_match is not None and self._current(path) != if_match:
                 raise PreconditionFailed(f"{self.where(key)} changed (or vanished) since it was read")
             try:
-                _write_file(path, data, 0o600 if "secrets" in Path(key).parts else 0o644)
+                # other runners' users read the state; secrets stay the owner's
+                write_atomic_bytes(path, data, 0o600 if "secrets" in Path(key).parts else 0o644)
             except OSError as exc:
                 raise self._unreachable(f"cannot write {key} ({exc.strerror})") from None
         return version_of(data)
@@ -116,18 +117,3 @@ class DirectoryBackend(Backend):
             for p in base.rglob("*")
             if p.is_file() and not p.name.startswith(".")
         )
-
-
-def _write_file(path: Path, data: bytes, mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)  # other runners' users read the state; secrets stay the owner's
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clusterforge.journal import journal_files, now_iso, write_atomic
+from clusterforge.journal import journal_files, now_iso, write_atomic, write_atomic_bytes
 from clusterforge.state.backend import Backend, PreconditionFailed
 from clusterforge.state.errors import ForeignState, StateConflict, StateError
 
@@ -328,7 +327,7 @@ class StackState:
         def get(item: tuple[str, Entry]) -> None:
             path, entry = item
             data = self._fetch(path, entry, manifest)
-            write_atomic_bytes(workdir / path, data)
+            write_atomic_bytes(workdir / path, data, 0o644, sync_dir=False)  # the meta, last, is synced
 
         with ThreadPoolExecutor(WORKERS) as pool:
             list(pool.map(get, fetch))
@@ -452,25 +451,3 @@ class StackState:
             path = workdir / name
             if path.is_file():
                 self.put_secret(name, path.read_bytes(), only_if_absent=True)
-
-
-def write_atomic_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """``write_atomic`` for bytes, with the file's mode (0600 for secrets)."""
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def new_lineage() -> str:
-    return f"{uuid.uuid4().hex[:16]}-{int(time.time())}"
