@@ -59,3 +59,6 @@ class Backend(ABC):
     @abstractmethod
     def list(self, prefix: str) -> list[str]:
         """Keys under ``prefix`` (relative to the backend, as given to ``get``)."""
+
+    def sync(self, prefix: str) -> None:  # noqa: B027 - optional: a no-op where writes are durable at once
+        """Make the writes under ``prefix`` durable before a write that names them (the manifest)."""

@@ -95,8 +95,11 @@ class DirectoryBackend(Backend):
             if if_match is not None and self._current(path) != if_match:
                 raise PreconditionFailed(f"{self.where(key)} changed (or vanished) since it was read")
             try:
-                # other runners' users read the state; secrets stay the owner's
-                write_atomic_bytes(path, data, 0o600 if "secrets" in Path(key).parts else 0o644)
+                # Other runners' users read the state; secrets stay the owner's. Objects are made
+                # durable together (``sync``) before the manifest that names them, not one by one.
+                parts = Path(key).parts
+                mode = 0o600 if "secrets" in parts else 0o644
+                write_atomic_bytes(path, data, mode, sync_dir="objects" not in parts)
             except OSError as exc:
                 raise self._unreachable(f"cannot write {key} ({exc.strerror})") from None
         return version_of(data)
@@ -107,6 +110,15 @@ class DirectoryBackend(Backend):
             if if_match is not None and self._current(path) != if_match:
                 raise PreconditionFailed(f"{self.where(key)} changed (or vanished) since it was read")
             path.unlink(missing_ok=True)
+
+    def sync(self, prefix: str) -> None:
+        folder = self._path(prefix)
+        if folder.is_dir():
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)

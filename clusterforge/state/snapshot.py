@@ -406,6 +406,7 @@ class StackState:
 
         with ThreadPoolExecutor(WORKERS) as pool:
             local.update(dict(pool.map(put, uploads)))
+        self.backend.sync(f"{self.stack}/objects")
         new = Manifest(
             self.stack,
             base.lineage if base else (lineage or uuid.uuid4().hex),
