@@ -53,6 +53,11 @@ from clusterforge.tasks import baseline as baseline_tasks  # noqa: E402
 
 ns.add_collection(Collection.from_module(baseline_tasks, name="baseline"))
 
+# state.push, state.pull, state.show, state.unlock (the stack's state in its backend)
+from clusterforge.tasks import state as state_tasks  # noqa: E402
+
+ns.add_collection(Collection.from_module(state_tasks, name="state"))
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)

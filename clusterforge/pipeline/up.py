@@ -195,9 +195,22 @@ class RefreshStage(BaseStage):
     def __init__(self, ctx: StackContext):
         self.ctx = ctx
 
+    def _render_inventory(self) -> None:
+        """The inventory `up` would render, from the nodes as they are (and the state's munge key)."""
+        from clusterforge.inventory import render_inventory, write_inventory
+
+        stack_outputs = getattr(self.ctx.provider, "stack_outputs", None)
+        outputs = stack_outputs(self.ctx.spec) if callable(stack_outputs) else None
+        inv = render_inventory(
+            self.ctx.spec, list(self.ctx.nodes.values()), self.ctx.paths.munge_key, outputs=outputs
+        )
+        write_inventory(inv, self.ctx.paths.inventory)
+
     def run(self, nodes: list[str]) -> dict[str, StageResult]:
         with self.ctx.lock:
             self.ctx.nodes = {n.name: n for n in self.ctx.provider.nodes(self.ctx.spec)}
+        if not self.ctx.hosts_file.exists():  # a runner that never ran `up` (a fresh CI checkout)
+            self._render_inventory()
         out = {}
         for name in nodes:
             node = self.ctx.nodes.get(name)

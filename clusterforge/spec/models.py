@@ -453,6 +453,54 @@ class Rollout(_Strict):
         return value
 
 
+# --- where the cluster's state lives --------------------------------------------------------
+
+_S3_URL = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[A-Za-z0-9!_.*'()/-]*)?$")
+
+
+class State(_Strict):
+    """Where the stack's journal, baselines, reports and lock live: one place every runner reaches."""
+
+    backend: str = Field(
+        "local",
+        description="local (the .clusterforge/<stack>/ folder of the machine that runs the command; the default), "
+        "s3://bucket/prefix (cloud stacks, CI runners), or an absolute path every runner mounts (the head "
+        "node's or a shared filesystem's, for static clusters; file:///path also works)",
+    )
+    lease_s: int = Field(
+        300,
+        ge=10,
+        le=86400,
+        description="Lease of the stack lock in a shared backend: a command renews it every third of this; a "
+        "lock whose holder died is taken over once its lease ran out",
+    )
+    region: str | None = Field(
+        None,
+        pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$",
+        description="Region of the S3 bucket (default: the aws provider's region, else the AWS configuration's)",
+    )
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, value: str) -> str:
+        if value == "local":
+            return value
+        if value.startswith("s3://"):
+            if not _S3_URL.match(value):
+                raise ValueError(
+                    f"backend {value!r}: an S3 backend is s3://BUCKET/PREFIX with a valid bucket name "
+                    "(lower-case letters, digits, dots and hyphens, 3-63 characters)"
+                )
+            return value
+        path = value[len("file://") :] if value.startswith("file://") else value
+        if not path.startswith("/"):
+            raise ValueError(
+                f"backend {value!r}: give local, s3://BUCKET/PREFIX, or an absolute path every runner mounts "
+                "(e.g. /shared/clusterforge-state)"
+            )
+        return value
+
+
 # --- the spec -------------------------------------------------------------------------------
 
 
@@ -469,6 +517,7 @@ class ClusterSpec(_Strict):
     orchestration: Orchestration
     certification: Certification = Certification()
     rollout: Rollout = Rollout()
+    state: State = State()
     suppress_checks: list[str] = Field(default_factory=list, description="Spec check ids to silence")
 
     def pool(self, name: str) -> NodePool:

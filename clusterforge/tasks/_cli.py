@@ -8,12 +8,13 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar, cast
 
 from invoke.exceptions import Exit, Failure, UnexpectedExit
 
 from clusterforge.spec.loader import SpecError
+from clusterforge.spec.models import ClusterSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,23 +98,53 @@ def interruptible() -> Iterator[None]:
                 signal.signal(sig, handler)
 
 
+def _spec_of(stack_or_spec: ClusterSpec | str) -> ClusterSpec | None:
+    if not isinstance(stack_or_spec, str):
+        return stack_or_spec
+    from clusterforge.state.config import spec_for_stack
+
+    return spec_for_stack(stack_or_spec)
+
+
 @contextmanager
-def locked(stack: str, command: str, wait: bool = False) -> Iterator[None]:
-    """Hold the stack's lock (clusterforge/lock.py) around a task that changes the stack.
+def locked(stack_or_spec: ClusterSpec | str, command: str, wait: bool = False) -> Iterator[None]:
+    """Hold the stack's lock and state (clusterforge/state) around a task that changes the stack.
 
     Held by another command: exit 2 at once naming the holder (or wait, with ``--wait``). The
-    command line is recorded so that a refused command can say exactly what runs. Inside,
-    SIGTERM and SIGINT are handled by ``interruptible``: every Ansible run of the command is
+    command line is recorded so that a refused command can say exactly what runs. With a shared
+    state backend (the spec's ``state.backend``) the lock is a lease there, the state is read once
+    before the body and written back after it; a backend that cannot be reached stops the command
+    before anything changes (exit 1), a foreign or concurrently written state is refused (exit 2).
+    Inside, SIGTERM and SIGINT are handled by ``interruptible``: every Ansible run of the command is
     stopped before the lock is released, so the lock never reads free while a playbook runs."""
     from clusterforge.lock import LockError, stack_lock
+    from clusterforge.state import StateError, changing
 
     argv0 = os.path.basename(sys.argv[0]) if sys.argv else ""
     line = " ".join(["invoke", *sys.argv[1:]]) if argv0 in ("invoke", "inv") else f"invoke {command}"
+    spec = _spec_of(stack_or_spec)
+    note = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        with (
-            stack_lock(stack, line, wait=wait, note=lambda text: print(text, file=sys.stderr, flush=True)),
-            interruptible(),
-        ):
+        hold: AbstractContextManager[object]
+        if spec is None:  # a stack with no spec file here: its local state
+            hold = stack_lock(str(stack_or_spec), line, wait=wait, note=note)
+        else:
+            hold = changing(spec, line, wait=wait, note=note)
+        with hold, interruptible():
             yield
     except LockError as exc:
         raise Exit(str(exc), code=EXIT_BUSY) from None
+    except StateError as exc:
+        raise Exit(f"error: {exc}", code=exc.exit_code) from None
+
+
+@contextmanager
+def state_read(spec: ClusterSpec) -> Iterator[None]:
+    """Read the stack's state where the spec keeps it (a private copy of a shared backend's)."""
+    from clusterforge.state import StateError, reading
+
+    try:
+        with reading(spec):
+            yield
+    except StateError as exc:
+        raise Exit(f"error: {exc}", code=exc.exit_code) from None

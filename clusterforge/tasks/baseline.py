@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json as jsonlib
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from invoke.exceptions import Exit
 from clusterforge.catalog import load_hardware
 from clusterforge.certify.fleet.baseline import Baseline, BaselineError, BaselineStore, read_baseline
 from clusterforge.spec.checks.base import suggest
-from clusterforge.tasks._cli import friendly
+from clusterforge.tasks._cli import friendly, locked, state_read
 
 _HELP_STACK = "stack name: its baselines live in .clusterforge/NAME/baselines/"
 _HELP_TYPE = "instance type, e.g. local or p5.48xlarge"
@@ -47,6 +49,24 @@ def show(c: Context, stack: str, type: str = "", json: bool = False) -> None:  #
     """Show a stack's baselines: per metric the reference (median), samples, nodes, runs and versions.
 
     Exit 1 when a baseline file is unusable (it is named, with what is wrong)."""
+    with _state(stack):
+        _show(stack, type, json)
+
+
+@contextmanager
+def _state(stack: str) -> Iterator[None]:
+    """The stack's state where its spec keeps it (a shared backend is read into a private copy)."""
+    from clusterforge.state.config import spec_for_stack
+
+    spec = spec_for_stack(stack)
+    if spec is None:
+        yield
+        return
+    with state_read(spec):
+        yield
+
+
+def _show(stack: str, type: str, json: bool) -> None:  # noqa: A002
     store = BaselineStore(stack)
     kinds = [type] if type else store.types()
     shown, bad = [], []
@@ -81,15 +101,16 @@ def show(c: Context, stack: str, type: str = "", json: bool = False) -> None:  #
 @friendly
 def export(c: Context, stack: str, type: str, out: str = "") -> None:  # noqa: A002
     """Export one instance type's baseline (to seed another stack of that type with baseline.import)."""
-    store = BaselineStore(stack)
-    try:
-        b = store.load(type)
-    except BaselineError as exc:
-        raise Exit(str(exc), 1) from None
-    if b is None:
-        raise Exit(
-            f"no baseline for {type!r} in {store.dir} (stored: {', '.join(store.types()) or 'none'})", 1
-        )
+    with _state(stack):
+        store = BaselineStore(stack)
+        try:
+            b = store.load(type)
+        except BaselineError as exc:
+            raise Exit(str(exc), 1) from None
+        if b is None:
+            raise Exit(
+                f"no baseline for {type!r} in {store.dir} (stored: {', '.join(store.types()) or 'none'})", 1
+            )
     text = jsonlib.dumps(b.to_json(), indent=2) + "\n"
     if not out:
         print(text, end="")
@@ -140,6 +161,11 @@ def import_(c: Context, stack: str, file: str, type: str = "", replace: bool = F
             f"{', '.join(types) or 'no type'} only: a baseline seeds a stack of the same instance type",
             1,
         )
+    with locked(stack, "baseline.import"):  # it changes the stack's state: lock, read, write back
+        _import(stack, b, file, replace)
+
+
+def _import(stack: str, b: Baseline, file: str, replace: bool) -> None:
     store = BaselineStore(stack)
     try:
         existing = store.load(b.instance_type)

@@ -11,7 +11,7 @@ from invoke.exceptions import Exit
 from rich.console import Console
 
 from clusterforge.spec.models import ClusterSpec
-from clusterforge.tasks._cli import friendly, locked
+from clusterforge.tasks._cli import friendly, locked, state_read
 
 _HELP_STACK = "stack name: stacks/NAME.yaml"
 _HELP_SPEC = "path of a spec file (instead of --stack)"
@@ -83,10 +83,11 @@ def up(
     if nodes:
         cluster = with_compute_count(cluster, nodes)
     if dry_run:  # changes nothing: no lock needed
-        outcome = run_up(cluster, Options(recertify=recertify), dry_run=True)
+        with state_read(cluster):
+            outcome = run_up(cluster, Options(recertify=recertify), dry_run=True)
     else:
         allowed = frozenset(n.strip() for n in allow_replace.split(",") if n.strip())
-        with locked(cluster.stack, "up", wait):
+        with locked(cluster, "up", wait):
             outcome = run_up(cluster, Options(recertify=recertify, converge=converge, allow_replace=allowed))
     if outcome.code:
         raise Exit(code=outcome.code)
@@ -115,7 +116,7 @@ def certify(
             f"--profile {profile!r}: not in certification.profiles of the spec (known: {known})", code=2
         )
     names = [n.strip() for n in nodes.split(",") if n.strip()] or None
-    with locked(cluster.stack, "certify", wait):
+    with locked(cluster, "certify", wait):
         outcome = run_certify(cluster, names, profile or None)
     if outcome.code:
         raise Exit(code=outcome.code)
@@ -134,13 +135,14 @@ def status(c: Context, stack: str = "", spec: str = "", json: bool = False, wide
     """A row per node: provider state, configured, certification verdict and time, Slurm state and reason.
 
     Never takes the stack's lock (it only reads); says so when another command holds it."""
-    from clusterforge.lock import current_holder
     from clusterforge.providers import get_provider
+    from clusterforge.state import holder as current_holder
     from clusterforge.status import collect, table
 
     cluster = load(stack, spec)
-    rows = collect(cluster, get_provider(cluster))
-    holder = current_holder(cluster.stack)
+    with state_read(cluster):
+        rows = collect(cluster, get_provider(cluster))
+    holder = current_holder(cluster)
     if json:
         print(jsonlib.dumps([r.as_dict() for r in rows], indent=2))
     else:
@@ -165,7 +167,7 @@ def down(c: Context, stack: str = "", spec: str = "", yes: bool = False, wait: b
         from clusterforge.providers.static import REFUSE_DOWN
 
         raise Exit(REFUSE_DOWN.format(stack=cluster.stack), code=2)
-    with locked(cluster.stack, "down", wait):
+    with locked(cluster, "down", wait):
         _down(cluster, yes)
 
 

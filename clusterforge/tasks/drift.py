@@ -8,7 +8,7 @@ import sys
 from invoke import Context, task
 from invoke.exceptions import Exit
 
-from clusterforge.tasks._cli import friendly
+from clusterforge.tasks._cli import friendly, state_read
 from clusterforge.tasks.cluster import _HELP_SPEC, _HELP_STACK, load
 
 
@@ -26,11 +26,12 @@ def drift(c: Context, stack: str = "", spec: str = "", json: bool = False) -> No
     from rich.table import Table
 
     from clusterforge.drift.report import drift_report
-    from clusterforge.lock import current_holder
     from clusterforge.providers import get_provider
+    from clusterforge.state import holder as current_holder
 
     cluster = load(stack, spec)
-    rows = drift_report(cluster, get_provider(cluster))
+    with state_read(cluster):
+        rows = drift_report(cluster, get_provider(cluster))
     if json:
         print(jsonlib.dumps(rows, indent=2))
     else:
@@ -42,7 +43,7 @@ def drift(c: Context, stack: str = "", spec: str = "", json: bool = False) -> No
             for change in row["changes"][3:] if len(row["changes"]) > 3 else []:
                 table.add_row("", "", escape(change))
         Console().print(table)
-    holder = current_holder(cluster.stack)
+    holder = current_holder(cluster)
     if holder is not None:
         print(f"stack {cluster.stack!r} is busy: {holder.describe()}", file=sys.stderr)
     if any(r["converge"] for r in rows):

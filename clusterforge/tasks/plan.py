@@ -12,6 +12,7 @@ from rich.console import Console
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.node.remote import Runner, node_runner
 from clusterforge.plan.impact import LiveState, plan_impacts
+from clusterforge.plan.inputs import StackInputs
 from clusterforge.plan.live import Previewer, live_state, pulumi_previewer
 from clusterforge.plan.render import Plan, json_text, markdown, table
 from clusterforge.plan.sources import PlanError, base_from_journal, base_from_ref, new_side, repo_root_for
@@ -48,20 +49,23 @@ def build_plan(
     runner: Callable[..., Runner] = node_runner,
     previewer: Previewer = pulumi_previewer,
     live: bool = True,
+    fallback_base: str = "",
 ) -> Plan:
     """Read both sides, ask the live stack, diff. Raises PlanError / Exit for a side that cannot be read."""
     cluster = _load_new(spec_path)
     root = repo_root_for(spec_path)
     new = new_side(cluster, root)
     notes: list[str] = []
-    if base:
+
+    def from_ref(ref: str, flag: str) -> StackInputs:
         rel = str(spec_path.resolve().relative_to(root)) if spec_path.resolve().is_relative_to(root) else ""
         if not rel:
-            raise PlanError(f"--base {base}: {spec_path} is not inside the git work tree {root}")
-        old, more = base_from_ref(root, base, rel)
-        notes += more
-    else:
-        old = base_from_journal(Journal(cluster.stack, stack_dir(cluster.stack).parent))
+            raise PlanError(f"{flag} {ref}: {spec_path} is not inside the git work tree {root}")
+        inputs, more = base_from_ref(root, ref, rel)
+        notes.extend(more)
+        return inputs
+
+    old = from_ref(base, "--base") if base else _applied(cluster, fallback_base, from_ref, notes)
     state = LiveState()
     if live:
         state = live_state(cluster, provider or get_provider(cluster), runner, previewer)
@@ -71,11 +75,37 @@ def build_plan(
     )
 
 
+def _applied(
+    cluster: ClusterSpec, fallback: str, from_ref: Callable[[str, str], StackInputs], notes: list[str]
+) -> StackInputs:
+    """What the last `up`/`upgrade` applied, from the stack's journal where its state lives (a
+    shared backend is read, not locked); with ``fallback``, a git revision when none is recorded."""
+    from clusterforge.state import StateError, reading
+    from clusterforge.state.config import backend_for
+
+    try:
+        with reading(cluster):
+            journal = Journal(cluster.stack, stack_dir(cluster.stack).parent)
+            try:
+                return base_from_journal(journal)
+            except PlanError as exc:
+                backend = backend_for(cluster)
+                where = backend.where(f"{cluster.stack}/state.json") if backend else str(journal.path)
+                if not fallback:
+                    raise PlanError(str(exc).replace(str(journal.path), where)) from None
+                notes.append(f"{where}: no applied state recorded yet: compared with {fallback} instead")
+    except StateError as exc:
+        raise PlanError(str(exc)) from None
+    return from_ref(fallback, "--fallback-base")
+
+
 @task(
     help={
         "stack": "stack name: stacks/NAME.yaml",
         "spec": "path of a spec file (instead of --stack)",
-        "base": "git revision to compare with (default: the last applied state in the stack's journal)",
+        "base": "git revision to compare with (default: the last applied state in the stack's journal, "
+        "read from the spec's state backend)",
+        "fallback_base": "git revision to compare with when the state records no applied state yet (CI)",
         "json": "print JSON (same as --format json)",
         "format": "table (people), markdown (a pull-request comment or job summary) or json",
     }
@@ -88,6 +118,7 @@ def plan(
     base: str = "",
     json: bool = False,
     format: str = "table",  # noqa: A002 - the option is --format
+    fallback_base: str = "",
 ) -> None:
     """Say what the working tree's spec, roles, playbooks and catalogues would do to each node.
 
@@ -99,7 +130,7 @@ def plan(
     if fmt not in FORMATS:
         raise Exit(f"--format {format!r}: use one of {', '.join(FORMATS)}", code=EXIT_ERROR)
     try:
-        result = build_plan(_spec_file(stack, spec), base)
+        result = build_plan(_spec_file(stack, spec), base, fallback_base=fallback_base)
     except PlanError as exc:
         raise Exit(str(exc), code=EXIT_ERROR) from None
     except SpecError as exc:

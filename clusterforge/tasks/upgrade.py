@@ -9,7 +9,7 @@ from invoke import Context, task
 from invoke.exceptions import Exit
 
 from clusterforge.plan.inputs import StackInputs
-from clusterforge.tasks._cli import friendly, locked
+from clusterforge.tasks._cli import friendly, locked, state_read
 from clusterforge.tasks.cluster import _HELP_SPEC, _HELP_STACK, _HELP_WAIT, load
 
 
@@ -40,12 +40,26 @@ def _base(stack: str, spec: str, ref: str) -> StackInputs:
     return inputs
 
 
+def _applied_recorded(stack: str) -> bool:
+    """Whether the journal (as read under the lock) records what a converge applied."""
+    from clusterforge.journal import Journal, stack_dir
+    from clusterforge.plan.sources import PlanError, base_from_journal
+
+    try:
+        base_from_journal(Journal(stack, stack_dir(stack).parent))
+    except PlanError:
+        return False
+    return True
+
+
 @task(
     help={
         "stack": _HELP_STACK,
         "spec": _HELP_SPEC,
         "dry_run": "print the batches and change nothing",
-        "base": "git revision the nodes run now (default: the journal's applied record; for a CI runner without it)",
+        "base": "git revision the nodes run now (default: the journal's applied record, read from the spec's "
+        "state backend)",
+        "fallback_base": "git revision the nodes run when the state records no applied state yet (CI)",
         "wait": _HELP_WAIT,
         "yes": "do not ask before the first batch (needed when there is no terminal)",
     }
@@ -59,6 +73,7 @@ def upgrade(
     wait: bool = False,
     yes: bool = False,
     base: str = "",
+    fallback_base: str = "",
 ) -> None:
     """Apply a changed spec or roles to a running stack, batch by batch, gated on re-certification.
 
@@ -73,9 +88,16 @@ def upgrade(
     cluster = load(stack, spec)
     before = _base(stack, spec, base) if base else None
     if dry_run:  # changes nothing: no lock
-        outcome = run_upgrade(cluster, dry_run=True, base=before)
+        with state_read(cluster):
+            if before is None and fallback_base and not _applied_recorded(cluster.stack):
+                before = _base(stack, spec, fallback_base)
+            outcome = run_upgrade(cluster, dry_run=True, base=before)
     else:
-        with locked(cluster.stack, "upgrade", wait):
+        with locked(cluster, "upgrade", wait):
+            if before is None and fallback_base and not _applied_recorded(cluster.stack):
+                print(f"note: no applied state recorded for stack {cluster.stack!r}: the nodes are taken to run "
+                      f"{fallback_base}", file=sys.stderr)  # fmt: skip
+                before = _base(stack, spec, fallback_base)
             question = f"upgrade stack {cluster.stack!r} as above?"
             outcome = run_upgrade(cluster, confirm=lambda: _ask(question, yes), base=before)
     if outcome.code:
@@ -113,7 +135,7 @@ def replace(
     if not node:
         raise Exit("give --node NAME (a compute node of the stack)", code=2)
     cluster = load(stack, spec)
-    with locked(cluster.stack, "replace", wait):
+    with locked(cluster, "replace", wait):
         outcome = run_replace(cluster, node, force=force, yes=yes)
     if outcome.code:
         raise Exit(code=outcome.code)

@@ -77,6 +77,15 @@ class Stack:
     def reservations(self) -> str:
         return podman("exec", f"{self.name}-head-001", "scontrol", "show", "reservation")
 
+    def journal(self) -> dict:
+        """The stack's journal as the library reads it (snapshot + appended log), as plain dicts."""
+        from dataclasses import asdict
+
+        from clusterforge.journal import Journal
+
+        j = Journal(self.name, self.state.parent)
+        return {"nodes": {n: asdict(r) for n, r in j.nodes.items()}, "sections": j.sections}
+
 
 def wait_for(what: str, test, timeout: float = 180, poll: float = 1.0):
     deadline = time.monotonic() + timeout

@@ -27,7 +27,7 @@ def drift(stack: Stack) -> dict[str, dict]:
 
 
 def baselines(stack: Stack) -> dict[str, str]:
-    journal = json.loads((stack.state / "journal.json").read_text())
+    journal = stack.journal()
     return {n: journal["nodes"][n].get("drift", {}).get("at", "") for n in NODES}
 
 

@@ -12,8 +12,6 @@ These are the last tests on the shared stack (file order; the session downs it a
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
@@ -31,7 +29,7 @@ def installed(stack: Stack, node: str) -> str:
 
 
 def journal(stack: Stack) -> dict:
-    return json.loads((stack.state / "journal.json").read_text())
+    return stack.journal()
 
 
 def set_driver(stack: Stack, text: str, version: str) -> None:

@@ -163,13 +163,11 @@ def tree(tmp_path: Path) -> tuple[Path, str]:
 
 def cheap_steps() -> list[tuple[str, str]]:
     """(workflow: step name, run script) of the steps whose invoke commands are all cheap here:
-    spec.check, and plan against a git revision (not lint, test, certify or upgrade)."""
+    spec.check, and plan (not lint, test, certify or upgrade)."""
     out = []
     for wf, _, step in steps():
         lines = [x.strip() for x in str(step.get("run", "")).splitlines() if x.strip().startswith(INVOKE)]
-        if lines and all(
-            task_of(x) == "spec.check" or (task_of(x) == "plan" and "--base" in x) for x in lines
-        ):
+        if lines and all(task_of(x) in ("spec.check", "plan") for x in lines):
             out.append((f"{wf}: {step.get('name', '')}", str(step["run"])))
     return out
 
@@ -216,7 +214,57 @@ def test_the_cheap_steps_run_on_a_spec_change(tree: tuple[Path, str], tmp_path: 
     assert text.count("### clusterforge plan") == 2  # cluster-change.yml's and apply.yml's plan steps
     assert "| `node-001` | node | keep | slurm |  | yes |" in text
     assert "slurm_version 22.05.8 -> 22.05.9" in text
+    # the runner's state holds nothing applied for this stack: both compared with the base commit
+    assert text.count(f"no applied state recorded yet: compared with {base} instead") == 2
     assert (tmp_path / "output.txt").read_text() == "pending=true\n"  # apply.yml then runs the upgrade
+
+
+def _applied_in_backend(root: Path, spec_text: str, shared: Path, tmp_path: Path) -> None:
+    """What a runner's `up` of ``spec_text`` would have left in the shared state backend."""
+    import yaml
+
+    from clusterforge.journal import Journal
+    from clusterforge.plan.applied import record_converged
+    from clusterforge.spec.loader import load_spec
+    from clusterforge.state.fsdir import DirectoryBackend
+    from clusterforge.state.snapshot import StackState
+
+    applied = tmp_path / "applied.yaml"
+    applied.write_text(spec_text)
+    spec, _ = load_spec(applied)
+    names = [n for pool in spec.node_pools for n in spec.node_names(pool)]
+    runner = tmp_path / "earlier-runner"
+    record_converged(Journal("wftest", runner), spec, names, root)
+    StackState(DirectoryBackend(shared), "wftest").push(runner / "wftest", None, "invoke up --stack wftest")
+    assert yaml.safe_load(spec_text)["stack"] == "wftest"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("applied", ["base", "by hand"])
+def test_the_apply_plan_compares_with_the_applied_state_in_the_backend(
+    tree: tuple[Path, str], tmp_path: Path, applied: str
+) -> None:
+    """apply.yml's plan reads what was applied from the stack's backend, not the commit before:
+    a change someone already applied by hand is no change; the base commit's state is."""
+    root, base = tree
+    shared = tmp_path / "shared-state"
+    shared.mkdir()
+    spec = root / "stacks" / "wftest.yaml"
+    with_backend = spec.read_text() + f"state:\n  backend: {shared}\n"
+    spec.write_text(with_backend)
+    before = git(root, "show", f"{base}:stacks/wftest.yaml")
+    _applied_in_backend(root, before if applied == "base" else with_backend, shared, tmp_path)
+    ((name, script),) = [(n, s) for n, s in cheap_steps() if n.startswith("apply.yml")]
+    proc = run_step(script, root, step_env(tmp_path, base))
+    assert proc.returncode == 0, f"{name}\n{proc.stdout}\n{proc.stderr}"
+    text = (tmp_path / "summary.md").read_text()
+    assert "compared with" not in text  # the applied state was found: no fallback to the commit
+    if applied == "base":
+        assert "last applied state (journal)" in text and "slurm_version 22.05.8 -> 22.05.9" in text
+        assert (tmp_path / "output.txt").read_text() == "pending=true\n"
+    else:  # already applied (by hand, or an earlier run): nothing pending though the commit changed
+        assert "slurm_version" not in text
+        assert (tmp_path / "output.txt").read_text() == "pending=false\n"
 
 
 @pytest.mark.slow

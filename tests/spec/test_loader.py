@@ -165,3 +165,19 @@ def test_every_duplicate_is_listed_and_merge_keys_may_override(tmp_path: Path) -
     )
     outs = errors_of(path)
     assert [o.split(": duplicate")[0] for o in outs] == [f"{path}:2: stack", f"{path}:5: other.a"]
+
+
+def test_the_state_backend_is_one_place_every_runner_reaches(tmp_path: Path) -> None:
+    spec, _ = load_spec(ROOT / "stacks" / "prod.yaml")
+    assert spec.state.backend.startswith("s3://") and spec.state.lease_s == 300
+    local, _ = load_spec(ROOT / "stacks" / "local.yaml")
+    assert local.state.backend == "local"  # the default: today's .clusterforge/<stack>/
+    for bad, says in [
+        ("relative/path", "give local, s3://BUCKET/PREFIX, or an absolute path every runner mounts"),
+        ("s3://Bad_Bucket/x", "an S3 backend is s3://BUCKET/PREFIX with a valid bucket name"),
+    ]:
+        path = write(tmp_path, [("  backend: s3://example-clusterforge-state/prod\n", f"  backend: {bad}\n")])
+        (out,) = errors_of(path)
+        assert f":{line_containing(path, 'backend:')}: state.backend:" in out and says in out, out
+    path = write(tmp_path, [("  backend: s3://example-clusterforge-state/prod\n", "  backnd: /shared/x\n")])
+    assert any("state.backnd: unknown key 'backnd' (did you mean 'backend'?)" in o for o in errors_of(path))
