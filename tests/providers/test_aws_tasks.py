@@ -6,6 +6,7 @@ import pytest
 from invoke import Context
 from invoke.exceptions import Exit
 
+from clusterforge.lock import stack_lock
 from clusterforge.tasks import aws as aws_tasks
 
 
@@ -60,6 +61,8 @@ def test_down_names_the_data_at_risk_before_asking(monkeypatch: pytest.MonkeyPat
     from clusterforge.tasks import cluster
 
     monkeypatch.setenv("CLUSTERFORGE_STATE_DIR", str(tmp_path))
+    # prod keeps its state in S3 (docs/state.md): here the lock and state are the local folder's
+    monkeypatch.setattr("clusterforge.state.changing", lambda spec, line, **kw: stack_lock(spec.stack, line))
     provider = DataProvider()
     monkeypatch.setattr("clusterforge.providers.get_provider", lambda _spec: provider)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
