@@ -401,15 +401,14 @@ def step_html(n: int, tmp: Path) -> dict[str, Any]:
     started = clock()
     write_run_html(reports, out, stack="scale", nodes=names, run_ids=dict.fromkeys(names, "20261202-000000"))
     seconds, cpu = since(started)
-    total = sum(p.stat().st_size for p in tmp.glob("report*") if p.is_file())
-    folder = tmp / "report"
-    if folder.is_dir():
-        total += sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    pages = [p for p in [out, *(tmp / "report-nodes").glob("*.html")] if p.is_file()]
     return {
         "seconds": seconds,
         "cpu": cpu,
         "page_mb": round(out.stat().st_size / 1e6, 2),
-        "all_files_mb": round(total / 1e6, 2),
+        "largest_page_mb": round(max(p.stat().st_size for p in pages) / 1e6, 2),
+        "pages": len(pages),
+        "all_pages_mb": round(sum(p.stat().st_size for p in pages) / 1e6, 1),
     }
 
 
