@@ -61,6 +61,39 @@ PENDING_DRAINS = "pending_drains"
 T = TypeVar("T")
 
 
+def keep_drains(ctx: StackContext, pending: dict[str, str], settled: set[str]) -> None:
+    """Record drains that did not reach Slurm (``pending``) and forget those that did (``settled``)."""
+    journal = ctx.journal
+    with ctx.lock:
+        kept = dict(journal.section(PENDING_DRAINS) or {})
+        changed = {**{n: r for n, r in kept.items() if n not in settled}, **pending}
+        if changed != kept:
+            journal.set_section(PENDING_DRAINS, changed)
+
+
+def drain_earlier_failures(ctx: StackContext, failures: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Compute nodes the pipeline failed before certifying them (node -> (stage, why): provision,
+    configure): drained with ``clusterforge: <stage>: <why>`` so Slurm says why they are out. Nodes the controller does not
+    know (not in slurm.conf yet) have nothing to drain. Returns node -> why its drain did not land
+    (kept for the next run as the certify stage's are)."""
+    heads = ctx.heads()
+    if not failures or not heads:
+        return {}
+    reasons = {n: failure_reason(stage, why) for n, (stage, why) in failures.items()}
+    try:
+        outcome = Admission(ctx.runner(heads[0])).fail_many(reasons)
+    except AdmissionError as exc:  # the controller away (or not set up): said, and tried again next run
+        keep_drains(ctx, reasons, set())
+        return dict.fromkeys(reasons, str(exc))
+    refused = {
+        n: why
+        for n, why in outcome.refused.items()
+        if not why.startswith("not known to the Slurm controller")
+    }
+    keep_drains(ctx, {n: reasons[n] for n in refused}, set(outcome.drained))
+    return refused
+
+
 def controller_wait_s() -> float:
     raw = os.environ.get(CONTROLLER_WAIT_ENV, "")
     try:
@@ -384,13 +417,8 @@ class CertifyStage(BaseStage):
         self._keep_drains({n: reasons[n] for n in refused}, settled=set(reasons) - set(refused))
         return refused
 
-    def _keep_drains(self, pending: dict[str, str], settled: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-        journal = self.ctx.journal
-        with self.ctx.lock:
-            kept = dict(journal.section(PENDING_DRAINS) or {})
-            changed = {**{n: r for n, r in kept.items() if n not in settled}, **pending}
-            if changed != kept:
-                journal.set_section(PENDING_DRAINS, changed)
+    def _keep_drains(self, pending: dict[str, str], settled: set[str] | None = None) -> None:
+        keep_drains(self.ctx, pending, settled or set())
 
     def _retry_drains(self, admission: Admission, certifying: set[str]) -> None:
         """Drains an earlier run could not land; a node certified again now gets its new verdict instead."""

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from clusterforge.journal import Journal
 from clusterforge.node.remote import Runner, node_runner
-from clusterforge.pipeline.certify_stage import CertifyStage
+from clusterforge.pipeline.certify_stage import CertifyStage, drain_earlier_failures
 from clusterforge.pipeline.context import INVENTORIES, PLAYBOOKS, Options, StackContext, StackPaths
 from clusterforge.pipeline.display import Board
 from clusterforge.pipeline.scheduler import BaseStage, NodeProgress, Scheduler, StageResult, Status
@@ -141,10 +141,31 @@ def _run(ctx: StackContext, stages: list[BaseStage], names: list[str], console: 
         )
         return Outcome(EXIT_INTERRUPTED)
     outcome = Outcome(EXIT_OK, progress, sum(p.changed for p in progress.values()))
+    _drain_earlier_failures(ctx, progress, console)
     summary(outcome, ctx, console)
     if outcome.failed:
         outcome.code = EXIT_FAILED
     return outcome
+
+
+def _drain_earlier_failures(ctx: StackContext, progress: dict[str, NodeProgress], console: Console) -> None:
+    """Every failed compute node ends drained with why (the certify stage drains its own): a node that
+    failed to provision or converge is out of service with its reason in Slurm, not an idle node."""
+    heads = [h.name for h in ctx.heads()]
+    if not heads or any(progress[h].status is not Status.DONE for h in heads if h in progress):
+        return  # no controller to tell (the compute nodes' results already say the head failed)
+    failed = {
+        name: (p.stage, p.reason)
+        for name, p in progress.items()
+        if p.status is Status.FAILED
+        and p.stage != CertifyStage.name
+        and name in ctx.nodes
+        and ctx.nodes[name].role == "gpu"
+    }
+    for name, why in drain_earlier_failures(ctx, failed).items():
+        console.print(
+            f"{name}: not drained in Slurm: {why}; the next run drains it", style="yellow", highlight=False
+        )
 
 
 @dataclass

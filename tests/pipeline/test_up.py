@@ -67,7 +67,11 @@ def test_configure_failure_and_dead_node_are_quarantined_then_recovered(
     assert p.stage == "configure" and p.status is Status.FAILED
     assert "TASK [Install the pinned package] failed on node-002" in p.reason and "libnccl2" in p.reason
     slurm: FakeSlurm = world["slurm"]
-    assert slurm.nodes["node-002"]["reason"] == "clusterforge: certifying"  # never certified, never admitted
+    # never certified, never admitted: drained with why (issue 26), not with the role's "certifying"
+    assert slurm.nodes["node-002"]["state"] == "drained"
+    assert slurm.nodes["node-002"]["reason"].startswith(
+        "clusterforge: configure: TASK [Install the pinned package] failed on node-002"
+    ), slurm.nodes["node-002"]
     assert slurm.nodes["node-001"]["state"] == "idle"
     # fixed: the next `up` restarts node-003, converges node-002, and certifies both
     monkeypatch.setenv("CF_TEST_FAIL_CONFIGURE", "")
