@@ -243,7 +243,7 @@ def step_admission(n: int, tmp: Path) -> dict[str, Any]:
     def passes(self: Any, group: list[Any], batch: set[str]) -> Any:
         return network_stage.NetworkOutcome({x.name: Verdict(x.name, True) for x in group}, None)
 
-    network_stage.NetworkStep.run = passes  # type: ignore[method-assign]
+    network_stage.NetworkStep.run = passes  # type: ignore[method-assign]  # the group tests stubbed out
     stage = Stage(ctx)
     started = clock()
     results = stage.run([x.name for x in nodes])
@@ -257,12 +257,13 @@ def step_admission(n: int, tmp: Path) -> dict[str, Any]:
 def nccl_slurm() -> Any:
     """The fake head, its group jobs answering as nccl-multi-node does on a p5 pair or group: rank
     0's report carries each collective's busbw (the third node of every hundred is slow)."""
+    from clusterforge.slurm.parse import expand_hostlist
     from tests.pipeline.fakes import FakeSlurm
 
     class NcclSlurm(FakeSlurm):
         def _sbatch(self, argv: list[str]) -> tuple[int, str, str]:
             rc, out, err = super()._sbatch(argv)
-            nodes = sorted(argv[argv.index("-w") + 1].split(","))
+            nodes = sorted(expand_hostlist(argv[argv.index("-w") + 1]))
             slow = any(int(x.rsplit("-", 1)[1]) % 100 == 3 for x in nodes)
             for path in [p for p in self.files if p.endswith("/report.json") and "/" + nodes[0] + "/" in p]:
                 report = json.loads(self.files[path])
