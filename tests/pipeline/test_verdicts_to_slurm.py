@@ -14,6 +14,9 @@ from clusterforge.pipeline.up import certify
 from tests.pipeline.fakes import FakeSlurm
 from tests.pipeline.test_up import run_up
 
+# Each runs the stand-in playbooks through ansible-runner, as test_up.py does: a real tool chain.
+pytestmark = pytest.mark.slow
+
 COMPUTE = ("node-001", "node-002", "node-003")
 
 

@@ -87,7 +87,7 @@ def test_the_probe_script_runs_every_node_and_reports_each(tmp_path) -> None:  #
         '#!/bin/sh\nfor a; do case "$a" in node-b) exit 3;; node-c) sleep 30;; esac; done\nexit 0\n'
     )
     fake.chmod(0o755)
-    argv = liveness.probe_argv("res", "probe", 2, parallel=2)
+    argv = liveness.probe_argv("res", "probe", 1, parallel=2)  # node-c waits for a slot, then times out
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     out = subprocess.run(argv, input=liveness.probe_stdin(["node-a", "node-b", "node-c"]), capture_output=True,
                          text=True, env=env, timeout=20, check=True).stdout  # fmt: skip
