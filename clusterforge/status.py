@@ -1,13 +1,20 @@
-"""`status`: a row per node from the three places state lives (provider, journal, Slurm)."""
+"""`status`: every node from the three places state lives (provider, journal, Slurm).
+
+People get a summary by state (per pool: provider states, configured, certification, Slurm
+states) and the nodes that need a look, once the stack is larger than ``DETAIL_LIMIT`` nodes;
+``--wide`` and ``--json`` give every node's row whatever the size.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
 from rich import box
+from rich.console import Group
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -18,7 +25,7 @@ from clusterforge.node.remote import Runner, node_runner
 from clusterforge.node.reports import report_run_id
 from clusterforge.providers import Node, Provider
 from clusterforge.slurm.admission import Admission, AdmissionError
-from clusterforge.slurm.parse import SinfoNode
+from clusterforge.slurm.parse import SinfoNode, compress_hostlist
 from clusterforge.spec.models import ClusterSpec
 
 
@@ -40,6 +47,19 @@ class NodeStatus:
     versions: str = ""
     # Warnings about the machine, e.g. a GPU seen before on a machine that failed.
     flags: str = ""
+    pool: str = ""
+
+    @property
+    def trouble(self) -> bool:
+        """Needs a look: not running, failed, or out of service in Slurm for a reason."""
+        slurm = self.slurm_state.rstrip("*~#!%$@^-")
+        return (
+            self.provider_state != "running"
+            or self.certification == "failed"
+            or bool(self.flags)
+            or (self.role == "gpu" and (slurm not in ("idle", "allocated", "mixed", "completing", "maint", "planned")
+                                        or self.slurm_state.endswith("*")))
+        )  # fmt: skip
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -99,6 +119,7 @@ def collect(
                 detail=rec.reason,
                 versions=mixed.get(p.name, ""),
                 flags="; ".join(_gpu_flags(journal, p.name, node)),
+                pool=p.pool,
             )
         )
     return rows
@@ -188,3 +209,50 @@ def table(
 
 
 _EMPTY = NodeStatus("", "", "", False, "none", "", "", "", "", "", "")
+
+
+DETAIL_LIMIT = 32  # up to this many nodes, `status` shows a row per node
+SHOWN = 10  # nodes that need a look, listed by name in the summary
+
+
+def _counts(values: list[str]) -> str:
+    return ", ".join(f"{v or '-'} {n:,}" for v, n in Counter(values).most_common())
+
+
+def summary(spec: ClusterSpec, rows: list[NodeStatus]) -> Group:
+    """Per pool: how many nodes in each provider state, configured, certification verdict and
+    Slurm state; then the nodes that need a look (the first ``SHOWN``, the rest counted)."""
+    t = Table(title=f"stack {spec.stack}: {len(rows):,} nodes", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("pool", "nodes", "provider", "configured", "certification", "slurm"):
+        t.add_column(col, overflow="fold")
+    pools: dict[str, list[NodeStatus]] = {}
+    for r in rows:
+        pools.setdefault(r.pool or r.role, []).append(r)
+    for pool, members in pools.items():
+        gpu = [r for r in members if r.role == "gpu"]
+        t.add_row(
+            pool,
+            f"{len(members):,}",
+            _counts([r.provider_state for r in members]),
+            f"{sum(r.configured for r in members):,}",
+            _counts([r.certification for r in gpu]) if gpu else "",
+            _counts([r.slurm_state for r in gpu]) if gpu else "",
+        )
+    trouble = [r for r in rows if r.trouble]
+    lines: list[Text] = []
+    for r in trouble[:SHOWN]:
+        why = "; ".join(x for x in (r.slurm_reason or r.detail, r.flags) if x)
+        state = ", ".join(x for x in (r.provider_state, r.certification, r.slurm_state) if x)
+        lines.append(Text(f"{r.node} ({state}): {why}"[:300], style="red"))
+    if len(trouble) > SHOWN:
+        rest = compress_hostlist(r.node for r in trouble[SHOWN:])
+        lines.append(
+            Text(
+                f"… and {len(trouble) - SHOWN:,} more need a look ({rest}): `invoke status --wide`",
+                style="red",
+            )
+        )
+    if not trouble:
+        lines.append(Text("every node runs, certified nodes serve", style="green"))
+    lines.append(Text("every node's row: `invoke status --wide` or `--json`", style="dim"))
+    return Group(t, *lines)

@@ -20,6 +20,8 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 want_apt=()
 for f in scripts/setup.d/*.apt; do
   [[ -e "$f" ]] || continue
+  # files named *-dev.apt are for tests only
+  [[ $DEV == 0 && "$f" == *-dev.apt ]] && continue
   while read -r pkg _; do
     [[ -z "$pkg" || "$pkg" == \#* ]] && continue
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || want_apt+=("$pkg")

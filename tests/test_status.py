@@ -81,3 +81,24 @@ def test_a_report_of_another_run_is_not_this_runs(tmp_path: Path) -> None:
     assert _this_runs_report(str(report), "20261201T110000Z") == "no report in this run (20261201T110000Z)"
     report.unlink()
     assert _this_runs_report(str(report), "20261201T110000Z").startswith("no report in this run")
+
+
+def test_a_large_stack_is_summarised_by_state_with_the_nodes_that_need_a_look() -> None:
+    from clusterforge.status import SHOWN, summary
+
+    rows = [_row(f"gpu-{i:04d}", pool="gpu") for i in range(1, 4097)]
+    for i in range(0, 40, 3):  # 14 drained with a reason
+        rows[i] = _row(rows[i].node, pool="gpu", certification="failed", slurm_state="drained",
+                       slurm_reason="clusterforge: gpu-health: Xid 79")  # fmt: skip
+    rows[100] = _row("gpu-0101", pool="gpu", slurm_state="idle*")  # slurmd stopped answering
+    out = io.StringIO()
+    Console(file=out, width=140, color_system=None).print(summary(SPEC, rows))
+    text = out.getvalue()
+    assert len(text.splitlines()) < 25, text
+    assert (
+        "4,096 nodes" in text
+        and "certified 4,082, failed 14" in text
+        and "idle 4,081, drained 14, idle* 1" in text
+    )
+    assert text.count("clusterforge: gpu-health: Xid 79") == SHOWN
+    assert "… and 5 more need a look (gpu-[0031,0034,0037,0040,0101])" in text  # 0101 not answering

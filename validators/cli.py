@@ -38,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from validators.suite import run_checks, verdict
 
     try:
-        config = load_config(args.config, args.profile)
+        config = load_config(args.config, args.profile, args.peers_file)
     except ConfigError as exc:
         return _usage_error(str(exc))
     checks = for_profile(args.profile)
@@ -152,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", required=True, choices=PROFILES)
     run.add_argument("--config", required=True, metavar="NODE.json")
     run.add_argument("--out", required=True, metavar="DIR")
+    run.add_argument(
+        "--peers-file",
+        metavar="MEMBERS.json",
+        help="a multi-node group's members [{name, address}] (this node among them): the others are the peers",
+    )
     run.add_argument("--checks", default="", metavar="ID[,ID]", help="run only these checks (debugging)")
     run.set_defaults(func=cmd_run)
     ls = sub.add_parser("list", help="list every check: id, profiles, needs, what it measures")

@@ -118,18 +118,48 @@ class NodeConfig:
         return self.thresholds.get(key)
 
 
-def load_config(path: str, profile: str) -> NodeConfig:
-    """Read and validate ``path``; fill defaults from ``profile``."""
+def _read_json(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
-    return parse_config(data, profile, source=path)
+
+
+def load_config(path: str, profile: str, peers_file: Optional[str] = None) -> NodeConfig:
+    """Read and validate ``path``; fill defaults from ``profile``. ``peers_file``: a JSON list of
+    ``{name, address}``, every member of a multi-node group, this node among them; the others
+    become the peers (instead of NODE.json's own ``peers``). One such file serves a whole group, so
+    a group of N nodes is sent N entries, not N NODE.json files of N - 1 peers each."""
+    cfg = parse_config(_read_json(path), profile, source=path)
+    if peers_file is not None:
+        cfg.peers = group_peers(_read_json(peers_file), cfg.node, peers_file)
+    return cfg
+
+
+def group_peers(members: Any, node: str, source: str = "peers file") -> List[Peer]:
+    """The other members of a group, from its member list (which must hold ``node``)."""
+    v = _Validator(source)
+    if not isinstance(members, list):
+        raise ConfigError(f'{source}: must be a list of {{"name", "address"}} objects, one per group member')
+    peers, found = [], False
+    for i, m in enumerate(members):
+        if not isinstance(m, dict):
+            raise ConfigError(f"{source}: [{i}]: must be an object with name and address")
+        v.known_keys(m, {"name": "", "address": ""}, f"[{i}].")
+        peer = Peer(v.string(m, "name", f"[{i}].", True), v.string(m, "address", f"[{i}].", True))
+        if peer.name == node:
+            found = True
+        else:
+            peers.append(peer)
+    if not found:
+        names = ", ".join(str(m.get("name")) for m in members)
+        raise ConfigError(f"{source}: {node!r} is not a member of this group (members: {names})")
+    return peers
 
 
 def parse_config(data: Any, profile: str, source: str = "NODE.json") -> NodeConfig:

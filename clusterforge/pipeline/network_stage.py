@@ -20,7 +20,6 @@ figures, stamped with the run id) and ``reports/network-groups.json`` (every gro
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +30,7 @@ from clusterforge.certify.network.planner import IsolationResult, IsolationRules
 from clusterforge.certify.network.reasons import one_line
 from clusterforge.certify.network.runner import (
     GroupJobs,
+    NodeConfigs,
     RunLog,
     run_isolation,
     run_scaling,
@@ -42,7 +42,7 @@ from clusterforge.node.reports import Verdict
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.providers.base import Node
 from clusterforge.slurm import liveness
-from clusterforge.slurm.admission import Admission, AdmissionError
+from clusterforge.slurm.admission import Admission, AdmissionError, ControllerError
 
 BASELINE_METRIC = baseline_metric(None)  # "network.2node.busbw": gloo, or nccl all_reduce
 MAX_LENT = 2  # known-good partners lent to a small batch
@@ -50,8 +50,10 @@ SMALL_BATCH = 3
 
 
 def group_node_config(spec: Any, node: Node, peers: list[Node], one_launcher: bool) -> dict[str, Any]:
-    """NODE.json of a group test's member. nccl-multi-node refuses peers without nccl.launcher, so a
-    GPU group (one launcher per job) gets the srun one; gloo ranks are started by the job itself."""
+    """NODE.json of a group test's member (the group runner sends it without peers: each job names
+    its group's member list, ``validators run --peers-file``). nccl-multi-node refuses peers
+    without nccl.launcher, so a GPU group (one launcher per job) gets the srun one; gloo ranks are
+    started by the job itself."""
     return render_node_config(spec, node, peers, launcher=GPU_GROUP_LAUNCHER if one_launcher else ())
 
 
@@ -74,6 +76,7 @@ class NetworkStep:
         self.run_id = run_id
         self.suite = suite
         self.scaling = True  # measure busbw at larger group sizes once the pairs are judged
+        self.attempts = 0
 
     def note(self, nodes: list[str], text: str) -> None:
         for name in nodes:
@@ -84,6 +87,8 @@ class NetworkStep:
         self.note(names, "checking that slurmd answers the controller")
         try:
             states = self.admission.nodes()
+        except ControllerError:
+            raise  # the controller's fault, not the nodes': the certify stage waits or stops
         except AdmissionError as exc:
             return {n: f"cannot read Slurm's node states: {exc}" for n in names}
         head_run = self.ctx.runner(self.head, timeout_s=liveness.PROBE_TIMEOUT_S + 60)
@@ -95,6 +100,8 @@ class NetworkStep:
         """Certified, idle nodes of the same type, held for this check as known-good partners."""
         try:
             states = self.admission.nodes()
+        except ControllerError:
+            raise
         except AdmissionError:
             return []
         lent: list[Node] = []
@@ -112,6 +119,8 @@ class NetworkStep:
                 continue
             try:
                 self.admission.hold([n.name])
+            except ControllerError:
+                raise
             except AdmissionError:
                 continue
             if self.unresponsive([n.name]):
@@ -146,8 +155,11 @@ class NetworkStep:
         planner = Planner([n.name for n in group], rules=rules, known_good=[n.name for n in lent])
         it = load_hardware().get(kind)
         gpus = it.gpu_count if it is not None else 0
+        # A step run again (the controller came back) gets folders and job names of its own.
+        self.attempts += 1
+        attempt_id = self.run_id if self.attempts == 1 else f"{self.run_id}.{self.attempts}"
         jobs = GroupJobs(
-            self.run_id, ctx.spec.storage.shared_path or "", self.suite, self.admission.reservation,
+            attempt_id, ctx.spec.storage.shared_path or "", self.suite, self.admission.reservation,
             NODE_VALIDATORS, check, one_launcher=check != "gloo-allreduce", collectives=collectives,
             gpus_per_node=gpus, efa=it is not None and it.has_efa,
         )  # fmt: skip
@@ -162,9 +174,11 @@ class NetworkStep:
             else None
         )
         head_run = ctx.runner(self.head, timeout_s=jobs.deadline_s + 120)
-
-        def config_for(name: str, peers: Sequence[str]) -> dict[str, Any]:
-            return group_node_config(ctx.spec, nodes[name], [nodes[p] for p in peers], jobs.one_launcher)
+        configs = NodeConfigs(
+            lambda name: group_node_config(ctx.spec, nodes[name], [], jobs.one_launcher),
+            lambda name: nodes[name].address,
+        )
+        timing = {"controller": self.admission.check_controller}
 
         self.note(list(nodes), "network: group tests (Slurm jobs in the hold)")
         try:
@@ -172,14 +186,15 @@ class NetworkStep:
                 head_run,
                 planner,
                 jobs,
-                config_for,
+                configs,
                 note=lambda text: self.note(list(nodes), text),
                 references=references,
+                **timing,
             )
             healthy = [n for n, v in result.node_verdicts.items() if v.ok] + [n.name for n in lent]
             if self.scaling and len(group) >= SMALL_BATCH:  # not for one or two nodes re-certified
                 self.note(healthy, "network: scaling tests (busbw against group size, for the report)")
-                run_scaling(head_run, jobs, healthy, config_for, log, result.rounds + 1)
+                run_scaling(head_run, jobs, healthy, configs, log, result.rounds + 1, **timing)
         finally:
             for n in lent:
                 self.admission.release(n.name)

@@ -16,12 +16,13 @@ from rich.table import Table
 from clusterforge.cluster_secrets import KeyStore, key_store
 from clusterforge.journal import Journal
 from clusterforge.node.remote import Runner, node_runner
-from clusterforge.pipeline.certify_stage import CertifyStage
+from clusterforge.pipeline.certify_stage import CertifyStage, drain_earlier_failures
 from clusterforge.pipeline.context import INVENTORIES, PLAYBOOKS, Options, StackContext, StackPaths
 from clusterforge.pipeline.display import Board
 from clusterforge.pipeline.scheduler import BaseStage, NodeProgress, Scheduler, StageResult, Status
 from clusterforge.pipeline.stages import ConfigureStage, ProvisionStage
 from clusterforge.providers import Provider, get_provider
+from clusterforge.slurm.parse import compress_hostlist
 from clusterforge.spec.models import ClusterSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_PREFLIGHT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -66,8 +67,11 @@ def print_plan(
 ) -> None:
     planned = provider.plan(spec)
     table = Table(title=f"plan for stack {spec.stack!r} (nothing is changed)")
-    for col in ("node", "role", "type", "provider", "configure", "certify"):
+    for col in ("nodes", "count", "role", "type", "provider", "configure", "certify"):
         table.add_column(col)
+    # Nodes with the same plan share a row, named by their Slurm host list: a line per kind of
+    # change, not per node, at any cluster size.
+    groups: dict[tuple[str, ...], list[str]] = {}
     for p in planned:
         if p.role != "gpu":
             cert = "-"
@@ -75,7 +79,9 @@ def print_plan(
             cert = "certify, then admit or drain"
         else:
             cert = "certified earlier: skip"
-        table.add_row(p.name, p.role, p.instance_type, p.action, "site.yml (converge)", cert)
+        groups.setdefault((p.role, p.instance_type, p.action, "site.yml (converge)", cert), []).append(p.name)
+    for key, names in groups.items():
+        table.add_row(compress_hostlist(names), str(len(names)), *key)
     console.print(table)
     suites = sorted(
         {
@@ -93,6 +99,13 @@ def print_plan(
 
 
 def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
+    if not ctx.board.detailed:
+        # Thousands of nodes: the counts per stage and pool and the nodes that failed, never a
+        # row per node (`invoke status --wide` / `--json` and the reports have every node).
+        console.print(f"stack {ctx.spec.stack}: summary", highlight=False)
+        console.print(ctx.board.view())
+        _trailer(outcome, ctx, console)
+        return
     table = Table(title=f"stack {ctx.spec.stack}: summary")
     for col in ("node", "role", "result", "changed", "detail"):
         table.add_column(col)
@@ -108,6 +121,10 @@ def summary(outcome: Outcome, ctx: StackContext, console: Console) -> None:
             detail = f"{p.notes['configure']}; {p.reason}"
         table.add_row(name, role, result, str(p.changed), escape(detail))
     console.print(table)
+    _trailer(outcome, ctx, console)
+
+
+def _trailer(outcome: Outcome, ctx: StackContext, console: Console) -> None:
     html = ctx.paths.reports / "report.html"
     reports = f"{html}" if html.exists() else f"{ctx.paths.reports}"
     console.print(
@@ -126,10 +143,31 @@ def run_stages(ctx: StackContext, stages: list[BaseStage], names: list[str], con
         )
         return Outcome(EXIT_INTERRUPTED)
     outcome = Outcome(EXIT_OK, progress, sum(p.changed for p in progress.values()))
+    _drain_earlier_failures(ctx, progress, console)
     summary(outcome, ctx, console)
     if outcome.failed:
         outcome.code = EXIT_FAILED
     return outcome
+
+
+def _drain_earlier_failures(ctx: StackContext, progress: dict[str, NodeProgress], console: Console) -> None:
+    """Every failed compute node ends drained with why (the certify stage drains its own): a node that
+    failed to provision or converge is out of service with its reason in Slurm, not an idle node."""
+    heads = [h.name for h in ctx.heads()]
+    if not heads or any(progress[h].status is not Status.DONE for h in heads if h in progress):
+        return  # no controller to tell (the compute nodes' results already say the head failed)
+    failed = {
+        name: (p.stage, p.reason)
+        for name, p in progress.items()
+        if p.status is Status.FAILED
+        and p.stage != CertifyStage.name
+        and name in ctx.nodes
+        and ctx.nodes[name].role == "gpu"
+    }
+    for name, why in drain_earlier_failures(ctx, failed).items():
+        console.print(
+            f"{name}: not drained in Slurm: {why}; the next run drains it", style="yellow", highlight=False
+        )
 
 
 @dataclass
@@ -181,7 +219,7 @@ def up(
         print_plan(spec, provider, Journal(spec.stack, paths.state.parent), options, console)
         return Outcome(EXIT_OK)
     planned = provider.plan(spec)
-    board = Board([(p.name, p.role) for p in planned], console)
+    board = Board([(p.name, p.pool) for p in planned], console)
     ctx = stack_context(spec, provider, options, board, seams)
     stages: list[BaseStage] = [ProvisionStage(ctx), ConfigureStage(ctx), CertifyStage(ctx)]
     return run_stages(ctx, stages, [p.name for p in planned], console)
@@ -243,7 +281,8 @@ def certify(
         return Outcome(EXIT_PREFLIGHT)
     targets = sorted(names) if names else compute
     heads = [p.name for p in planned if p.role == "head"]
-    board = Board([(n, "gpu") for n in targets], console)
+    pools = {p.name: p.pool for p in planned}
+    board = Board([(n, pools[n]) for n in targets], console)
     options = Options(recertify=True, profile=profile, only=frozenset(targets))
     ctx = stack_context(spec, provider, options, board, seams)
     # Heads pass through refresh too (admission needs the head's connection), not through certify.

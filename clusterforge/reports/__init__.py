@@ -1,4 +1,4 @@
-"""The human report of a certification run: one self-contained HTML page (tables, inline SVG plots).
+"""The human report of a certification run: HTML pages (tables, inline SVG plots, no scripts).
 
     from clusterforge.reports import render_run_html, write_run_html
     html = render_run_html(report_dicts, stack="dev")
@@ -6,7 +6,9 @@
 
 ``write_run_html`` reads the pipeline's layout: ``<reports_dir>/<node>/report.json`` (single-node
 checks) and ``<reports_dir>/<node>/network-report.json`` (the multi-node check). A node folder
-without a readable report.json, or an expected node with no folder, shows as "no report".
+without a readable report.json, or an expected node with no folder, shows as "no report". Up to
+64 nodes the report is one page; above, the page is the run's summary and each node's detail is
+on the node pages beside it (``report-nodes/001.html``, ...; html.py says why).
 """
 
 from __future__ import annotations
@@ -17,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.journal import write_atomic
-from clusterforge.reports.html import render_run_html
+from clusterforge.reports.html import PAGES_DIR_SUFFIX, render_run_html, render_run_pages
 from clusterforge.reports.summary import KIND_NETWORK, KIND_SINGLE
 
 REPORT_FILES = {"report.json": KIND_SINGLE, "network-report.json": KIND_NETWORK}
 
-__all__ = ["read_reports", "render_run_html", "write_run_html"]
+__all__ = ["read_reports", "render_run_html", "render_run_pages", "write_run_html"]
 
 
 def _load(path: Path, node: str, kind: str) -> dict[str, Any]:
@@ -99,8 +101,15 @@ def write_run_html(
     fleet, network = _side(reports_dir / "fleet.json"), _side(reports_dir / "network-groups.json")
     if run_ids is not None and network is not None and network.get("run_id") not in set(run_ids.values()):
         network = None  # another run's group tests
-    html = render_run_html(reports, stack=name, title=title, fleet=fleet, network=network)
-    write_atomic(out, html)
+    pages = render_run_pages(
+        reports, stack=name, title=title, fleet=fleet, network=network, page_name=out.name
+    )
+    folder = out.parent / (out.stem + PAGES_DIR_SUFFIX)
+    for stale in folder.glob("*.html") if folder.is_dir() else ():
+        if f"{folder.name}/{stale.name}" not in pages:
+            stale.unlink()  # an earlier, larger run's pages
+    for name, html in pages.items():
+        write_atomic(out.parent / name if name else out, html)
     return out
 
 

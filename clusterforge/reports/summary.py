@@ -192,6 +192,36 @@ def busbw_charts(runs: list[NodeRun]) -> list[Chart]:
     return list(charts.values())
 
 
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]
+
+
+def busbw_fleet_charts(runs: list[NodeRun], worst: int = 5) -> list[Chart]:
+    """The busbw charts of many nodes as the fleet's band: per message size the median and the
+    10th and 90th percentiles over the nodes, and the ``worst`` nodes (lowest at their largest
+    size) on their own; the thresholds as in ``busbw_charts``. A line per node stops being readable
+    (and grows the page) past a few dozen nodes."""
+    out = []
+    for chart in busbw_charts(runs):
+        at: dict[float, list[float]] = {}
+        for series in chart.series:
+            for x, y in series.points:
+                at.setdefault(x, []).append(y)
+        if len(chart.series) <= worst:
+            out.append(chart)
+            continue
+        xs = sorted(at)
+        band = [
+            Series(name, [(x, _quantile(at[x], q)) for x in xs])
+            for name, q in (("median", 0.5), ("10th percentile", 0.1), ("90th percentile", 0.9))
+        ]
+        lowest = sorted(chart.series, key=lambda s: max(s.points)[1] if s.points else 0.0)[:worst]
+        title = f"{chart.title}: {len(chart.series)} nodes"
+        out.append(Chart(title, "line", chart.y_unit, series=band + lowest, hlines=chart.hlines))
+    return out
+
+
 def matmul_chart(run: NodeRun) -> Chart | None:
     """Per-device rate bars of the node's matmul-burnin, with floor, median and median-gap lines."""
     check = next((c for c in checks_of(run.main()) if c.get("id") == "matmul-burnin"), None)

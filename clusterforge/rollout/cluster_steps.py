@@ -103,9 +103,7 @@ class ClusterSteps:
     # -- the steps ---------------------------------------------------------------------------
 
     def drain(self, nodes: Sequence[str], reason: str, timeout_s: int) -> dict[str, str]:
-        admission = self.admission()
-        for name in nodes:
-            admission.drain(name, reason)
+        self.admission().drain(nodes, reason)  # one scontrol for the whole batch (a host list)
         return self._wait(nodes, timeout_s)
 
     def requeue(self, nodes: Sequence[str], timeout_s: int) -> dict[str, str]:
@@ -210,14 +208,11 @@ class ClusterSteps:
         return failures
 
     def resume(self, nodes: Sequence[str]) -> dict[str, str]:
-        admission = self.admission()
-        failures = {}
-        for name in nodes:
-            try:
-                admission.release(name)
-            except AdmissionError as exc:
-                failures[name] = str(exc)
-        return failures
+        try:
+            self.admission().release(nodes)  # one sinfo, one RESUME of the batch's host list
+        except AdmissionError as exc:
+            return dict.fromkeys(nodes, str(exc))
+        return {}
 
     def fail(self, node: str, reason: str) -> None:
         try:

@@ -7,6 +7,7 @@ admission logic can be tested without a cluster.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 SINFO_FORMAT = "%N %T %E"  # node, long state (with suffix flags), reason
@@ -150,6 +151,44 @@ def expand_hostlist(expr: str) -> list[str]:
             for i in range(int(lo), int(hi) + 1):
                 names.append(f"{match.group('prefix')}{i:0{width}d}{match.group('suffix')}")
     return names
+
+
+_NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)(?P<suffix>[^\d\[\],]*)$")
+
+
+def compress_hostlist(names: Iterable[str]) -> str:
+    """Names to one Slurm host list: ``node-001 … node-003, node-007`` -> ``node-[001-003,007]``.
+
+    What scontrol and sinfo take wherever a node list goes (``NodeName=``, ``Nodes=``, ``-w``), so
+    one command names any number of nodes in a few bytes where they are numbered in a run.
+    A range keeps the width of its first number, zero-padded as Slurm prints it (hostlist.c
+    ``%0*lu``): ``[999-1000]`` of width 3 is ``999, 1000``. ``expand_hostlist`` is the inverse.
+    """
+    groups: dict[tuple[str, str], list[str]] = {}
+    plain: list[str] = []
+    for name in sorted(set(names)):
+        match = _NUMBERED.match(name)
+        if match is None or "[" in name or "," in name:
+            plain.append(name)
+            continue
+        groups.setdefault((match.group("prefix"), match.group("suffix")), []).append(match.group("number"))
+    parts = list(plain)
+    for (prefix, suffix), numbers in sorted(groups.items()):
+        ranges: list[str] = []
+        lo = prev = ""
+        for text in sorted(numbers, key=lambda t: (int(t), len(t))):
+            if lo and int(text) == int(prev) + 1 and text == f"{int(text):0{len(lo)}d}":
+                prev = text
+                continue
+            if lo:
+                ranges.append(lo if lo == prev else f"{lo}-{prev}")
+            lo = prev = text
+        ranges.append(lo if lo == prev else f"{lo}-{prev}")
+        if len(numbers) == 1:
+            parts.append(f"{prefix}{numbers[0]}{suffix}")
+        else:
+            parts.append(f"{prefix}[{','.join(ranges)}]{suffix}")
+    return ",".join(parts)
 
 
 @dataclass(frozen=True)

@@ -127,17 +127,19 @@ def certify(
         "stack": _HELP_STACK,
         "spec": _HELP_SPEC,
         "json": "print JSON (a list, one object per node)",
-        "wide": "every column, whole (default: fits 80 columns, relative times)",
+        "wide": "a row per node, every column whole (default: a row per node that fits 80 columns; "
+        "over 32 nodes a summary by state and the nodes that need a look)",
     }
 )
 @friendly
 def status(c: Context, stack: str = "", spec: str = "", json: bool = False, wide: bool = False) -> None:
-    """A row per node: provider state, configured, certification verdict and time, Slurm state and reason.
+    """Provider state, configured, certification verdict and time, Slurm state and reason per node;
+    over 32 nodes a summary by state per pool and the nodes that need a look (--wide: every row).
 
     Never takes the stack's lock (it only reads); says so when another command holds it."""
     from clusterforge.providers import get_provider
     from clusterforge.state import holder as current_holder
-    from clusterforge.status import collect, table
+    from clusterforge.status import DETAIL_LIMIT, collect, summary, table
 
     cluster = load(stack, spec)
     with state_read(cluster):
@@ -145,8 +147,10 @@ def status(c: Context, stack: str = "", spec: str = "", json: bool = False, wide
     holder = current_holder(cluster)
     if json:
         print(jsonlib.dumps([r.as_dict() for r in rows], indent=2))
-    else:
+    elif wide or len(rows) <= DETAIL_LIMIT:
         Console().print(table(cluster, rows, wide=wide))
+    else:
+        Console().print(summary(cluster, rows))
     if holder is not None:
         print(f"stack {cluster.stack!r} is busy: {holder.describe()}", file=sys.stderr)
 

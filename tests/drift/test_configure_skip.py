@@ -11,8 +11,9 @@ import pytest
 from clusterforge.drift.digest import PROBE_SOURCE
 from clusterforge.drift.report import drift_report
 from clusterforge.journal import Journal
+from tests.pipeline.conftest import PLAYBOOKS, world  # noqa: F401 - the fixture, shared
 from tests.pipeline.fakes import FakeSlurm
-from tests.pipeline.test_up import PLAYBOOKS, run_up, world  # noqa: F401 - the fixture, shared
+from tests.pipeline.test_up import run_up
 
 NODES = ("head-001", "node-001", "node-002", "node-003")
 

@@ -2,7 +2,11 @@
 
 The fake Slurm answers in the formats captured from Slurm 22.05 (tests/data/slurm/): sinfo
 ``%N %T %E`` rows with the ``$`` maintenance suffix, ``scontrol show reservation`` records, and it
-refuses to RESUME a node that is not drained, as the real one does.
+refuses to RESUME a node that is not drained, as the real one does. Node lists are Slurm host
+lists; an update of several nodes goes on past a node it refuses and stops at the first name it
+does not know (slurmctld's update_node, src/slurmctld/node_mgr.c of 22.05). ``controller_down``
+makes every Slurm command fail as the commands do without a controller, and ``scontrol ping``
+say so.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import threading
 
 from clusterforge.certify.network import runner as group_runner
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, no_progress
-from clusterforge.slurm import liveness
+from clusterforge.slurm import admission, liveness
+from clusterforge.slurm.parse import expand_hostlist
 from clusterforge.spec.models import ClusterSpec
 
 
@@ -85,6 +90,9 @@ class FakeSlurm:
         self.slow_links: list[tuple[str, str]] = []  # pairs slow together only (a fabric fault)
         self.dead: set[str] = set()  # nodes that write no report (their job lost them)
         self.jobs: list[list[str]] = []  # every group job's nodes, in order
+        self.probed: list[list[str]] = []  # the nodes of each probe command
+        self.controller_down = False  # slurmctld stopped: every Slurm command fails
+        self.refuse_drain: set[str] = set()  # nodes whose DRAIN the controller refuses
         self.lock = threading.Lock()
 
     def register(self, name: str) -> None:
@@ -101,11 +109,26 @@ class FakeSlurm:
 
     def _answer(self, argv: list[str], stdin: str | None) -> tuple[int, str, str]:
         args = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
+        if argv == admission.PING:
+            state = "DOWN" if self.controller_down else "UP"
+            return int(self.controller_down), f"Slurmctld(primary) at head-001 is {state}\n", ""
+        slurm_command = argv[0] in ("sinfo", "scontrol", "sbatch", "squeue", "scancel", "srun") or argv[:3] in (
+            ["sh", "-c", liveness.PROBE_SCRIPT], ["sh", "-c", admission.DRAIN_SCRIPT])  # fmt: skip
+        if self.controller_down and slurm_command:
+            return 1, "", f"{argv[0]}: error: Unable to contact slurm controller (connect failure)\n"
+        if argv[:3] == ["sh", "-c", admission.DRAIN_SCRIPT]:
+            out = []
+            for line in (stdin or "").splitlines():
+                nodes, reason = line.split("\t", 1)
+                rc, _, err = self._update_nodes(nodes, "DRAIN", reason)
+                out.append(f"{rc}\t{nodes}\t{err.strip()}")
+            return 0, "".join(f"{row}\n" for row in out), ""
         if argv[0] == "sinfo":
             rows = []
+            held = set(self.reservation or ())
             for name, n in sorted(self.nodes.items()):
                 state = n["state"]
-                if self.reservation and name in self.reservation:
+                if name in held:
                     state = "maint" if state == "idle" else state + "$"
                 rows.append(f"{name} {state} {n['reason'] or 'none'}")
             return 0, "\n".join(rows) + "\n", ""
@@ -124,36 +147,34 @@ class FakeSlurm:
         if argv[:3] == ["scontrol", "create", "reservation"]:
             assert self.reservation is None, "the hold reservation is created once, then updated"
             assert "Flags=MAINT,IGNORE_JOBS" in argv and "Users=root" in argv
-            self.reservation = args["Nodes"].split(",")
+            self.reservation = expand_hostlist(args["Nodes"])
             return 0, "Reservation created: clusterforge_cert\n", ""
         if argv[:2] == ["scontrol", "delete"]:
             self.reservation = None
             return 0, "", ""
         if argv[:2] == ["scontrol", "update"] and "ReservationName" in args:
-            self.reservation = args["Nodes"].split(",")
+            self.reservation = expand_hostlist(args["Nodes"])
             return 0, "Reservation updated.\n", ""
         if argv[:2] == ["scontrol", "update"]:
-            node = self.nodes.get(args["NodeName"])
-            if node is None:
-                return 1, "", "slurm_update error: Invalid node name specified\n"
-            if args["State"] == "RESUME":
-                if node["state"] != "drained":
-                    return 1, "", "slurm_update error: Invalid node state specified\n"
-                node.update(state="idle", reason="")
-            else:
-                node.update(state="drained", reason=args["Reason"])
-            return 0, "", ""
+            return self._update_nodes(args["NodeName"], args["State"], args.get("Reason", ""))
         if argv[0] in ("mkdir", "scancel", "squeue"):  # squeue: every group job has finished
             return 0, "", ""
         if argv[:2] == ["python3", "-c"] and argv[2] == group_runner.WRITE_FILES:
             self.files.update(json.loads(stdin or "{}"))
             return 0, "", ""
-        if argv[:3] == ["sh", "-c", group_runner.CAT_FILES]:
-            out = "".join(f"=== {p}\n{self.files.get(p, '')}\n" for p in argv[4:])
-            return 0, out, ""
+        if argv[:3] == ["sh", "-c", group_runner.CAT_ROUND]:
+            prefix = f"{argv[4]}/r{argv[5]}-g"
+            paths = sorted(p for p in self.files if p.startswith(prefix) and p.endswith("/report.json"))
+            return 0, "".join(f"=== {p}\n{self.files[p]}\n" for p in paths), ""
+        if argv[:3] == ["python3", "-c", group_runner.SUBMIT]:
+            argvs = json.loads(stdin or "[]")
+            self.calls.extend(argvs)  # each sbatch the submitter ran on the head
+            answers = [list(self._answer(a, None)) for a in argvs]
+            return 0, json.dumps(answers), ""
         if argv[:3] == ["sh", "-c", liveness.PROBE_SCRIPT]:
-            nodes = argv[7:]
-            return 0, "".join(f"{n} {124 if n in self.silent else 0}\n" for n in nodes), ""
+            probed = (stdin or "").split()
+            self.probed.append(probed)
+            return 0, "".join(f"{n} {124 if n in self.silent else 0}\n" for n in probed), ""
         if argv[:2] == ["sh", "-c"]:
             self.files[argv[-1]] = stdin or ""
             return 0, "", ""
@@ -169,14 +190,34 @@ class FakeSlurm:
             return self._sbatch(argv)
         raise AssertionError(f"unexpected command {argv}")
 
+    def _update_nodes(self, hostlist: str, state: str, reason: str) -> tuple[int, str, str]:
+        """``scontrol update NodeName=<host list> State=...``: each node in turn, as slurmctld does."""
+        rc, errors = 0, []
+        for name in expand_hostlist(hostlist):
+            node = self.nodes.get(name)
+            if node is None:
+                return 1, "", "slurm_update error: Invalid node name specified\n"
+            if state == "RESUME":
+                if node["state"] != "drained":
+                    rc, errors = 1, ["slurm_update error: Invalid node state specified"]
+                    continue
+                node.update(state="idle", reason="")
+            elif name in self.refuse_drain:
+                rc, errors = 1, ["slurm_update error: Access/permission denied"]
+            else:
+                node.update(state="drained", reason=reason)
+        return rc, "", "".join(f"{e}\n" for e in errors)
+
     def _sbatch(self, argv: list[str]) -> tuple[int, str, str]:
         """One group test: writes each member's report at once; rank 0's carries the figure."""
-        nodes = argv[argv.index("-w") + 1].split(",")
+        nodes = expand_hostlist(argv[argv.index("-w") + 1])
         assert any(a.startswith("--reservation=") for a in argv), "the network job must run inside the hold"
         assert "--parsable" in argv, "group jobs are submitted without waiting (the runner polls)"
         for name in nodes:
             assert self.nodes[name]["state"] != "drained", f"a job cannot start on drained {name}"
-        folder = re.search(r"--out (\S+)/\$SLURMD_NODENAME", argv[-1]).group(1).strip("'")
+        out = re.search(r"--out (\S+)/\$SLURMD_NODENAME", argv[-1])
+        assert out is not None, argv[-1]
+        folder = out.group(1).strip("'")
         self.jobs.append(sorted(nodes))
         slow = bool(self.slow & set(nodes))
         link = any(set(pair) <= set(nodes) for pair in self.slow_links)

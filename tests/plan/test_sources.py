@@ -169,8 +169,11 @@ def test_json_and_markdown_shapes(
     text = capsys.readouterr().out
     assert text.startswith("### clusterforge plan: stack `local`")
     rows = [line for line in text.splitlines() if line.startswith("| `")]
-    assert len(rows) == 6  # 5 nodes reconfigure Slurm for the new one, plus the new one
-    assert all(line.count(" | ") == 7 for line in rows)
+    # 5 nodes reconfigure Slurm for the new one (the head, and the 4 compute nodes as one group),
+    # plus the new one
+    assert [row.split(" | ")[:2] for row in rows] == [["| `head-001`", "1"], ["| `node-[001-004]`", "4"],
+                                                      ["| `node-005`", "1"]]  # fmt: skip
+    assert all(line.count(" | ") == 8 for line in rows)
 
 
 def test_markdown_escapes_pipes_and_lists_notes(repo: Path) -> None:

@@ -208,7 +208,7 @@ def test_failing_reasons_are_visible_and_escaped(reports_dir: Path, page: tuple[
     text = "".join(parsed.text)
     assert f"shared-storage: {live['summary']}" in text  # the findings column of the matrix
     bad = synthetic_gpu_report()["checks"][0]["summary"]
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in html
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more" in html  # markupsafe's escape
     assert bad in text  # the parser unescapes it back to exactly what the node wrote
     assert "&lt;/pre&gt;&lt;b&gt;raw&lt;/b&gt;" in html  # evidence lines too
 

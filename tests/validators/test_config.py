@@ -110,3 +110,21 @@ def test_multi_node_collectives_default_to_all_reduce() -> None:
     data = gpu_config()
     data["nccl"]["multi_node_collectives"] = ["all_reduce", "alltoall"]
     assert parse_config(data, "quick").nccl_multi_node_collectives == ["all_reduce", "alltoall"]
+
+
+def test_a_groups_member_list_gives_the_peers(tmp_path: Path) -> None:
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps(load_example("cpu-node.json")))
+    name = load_example("cpu-node.json")["node"]
+    members = tmp_path / "members.json"
+    members.write_text(
+        json.dumps([{"name": "b-peer", "address": "10.0.0.2"}, {"name": name, "address": "10.0.0.1"}])
+    )
+    cfg = load_config(str(node), "quick", peers_file=str(members))
+    assert [(p.name, p.address) for p in cfg.peers] == [("b-peer", "10.0.0.2")]  # this node left out
+    members.write_text(json.dumps([{"name": "b-peer", "address": "10.0.0.2"}]))
+    with pytest.raises(ConfigError, match=rf"members.json: '{name}' is not a member of this group"):
+        load_config(str(node), "quick", peers_file=str(members))
+    members.write_text(json.dumps([{"name": name, "address": "10.0.0.1"}, {"name": "c"}]))
+    with pytest.raises(ConfigError, match=r"members.json: \[1\].address"):
+        load_config(str(node), "quick", peers_file=str(members))

@@ -3,21 +3,33 @@
 The planner (isolate.py) is pure: it says which groups to test and judges their figures. This
 runner does the I/O, a constant number of head-node commands per round whatever the node count:
 
-1. write every group member's NODE.json (its peers = the rest of its group) in one command;
-2. submit one ``sbatch`` per group (``-w`` its nodes, ``--reservation`` the hold), all at once;
+1. put on the shared filesystem each node's NODE.json for group tests (no peers), once per run
+   (``<run>/nodes/<node>.json``, in commands of at most ``MAX_STDIN`` bytes each), and each
+   group's member list (``members.json``: names and addresses), in one command per round. A
+   member's peers are the rest of that list (``validators run --peers-file``): a group of S nodes
+   costs S entries, never S NODE.json files of S - 1 peers each (the scaling round's S = every
+   node made that O(S^2): 930 MB through one stdin at 4,096 nodes);
+2. submit every group's ``sbatch`` (``-w`` its nodes, ``--reservation`` the hold) in one command:
+   the argv lists go on its stdin to a small submitter on the head;
 3. poll ``squeue`` for those job ids until none is left or the round's deadline (the jobs'
    running limit plus the time they may pend) has passed; cancel what is left;
-4. read every group's rank-0 report in one command: its figure is the check's ``busbw``; a job
-   that hung, was cancelled or lost a node gives no report, and the group is recorded as "no
-   result" (the planner retests its nodes with known-good partners: never all nodes failed
-   because one job failed). The same command reads the tail of every job's output (Slurm's
-   ``-o`` file: NCCL's own error, or slurmstepd's "CANCELLED ... DUE TO TIME LIMIT"), and its
-   telling lines go into the group's record and reason.
+4. read every report of the round back in one command that globs the round's folders on the
+   head (never a list of paths as arguments: ssh joins argv into one shell line, and Linux
+   refuses one argument over 128 KiB, which a path list passed at about 1,600 nodes): a group's
+   figure is its rank-0 report's ``busbw``; a job that hung, was cancelled or lost a node gives
+   no report, and the group is recorded as "no result" (the planner retests its nodes with
+   known-good partners: never all nodes failed because one job failed). The same command reads
+   the tail of every job's output (Slurm's ``-o`` file: NCCL's own error, or slurmstepd's
+   "CANCELLED ... DUE TO TIME LIMIT"), and its telling lines go into the group's record and reason.
 
 A job's Slurm time limit is sized from the suite's own bounds: every member's NODE.json gets
 ``durations.workload_timeout_seconds`` = ``run_timeout_s`` (each benchmark run's limit inside the
 suite), and the job may run ``runs x run_timeout_s + startup_s``; so a hung run is ended by the
 suite, which still writes its report with the reason, before Slurm would kill the job.
+
+A round in which a submission or a squeue failed, or a group gave no result, asks whether the
+Slurm controller answers (``controller``): when it does not, ``ControllerError`` ends the step,
+so no node is judged on a round the controller was away for.
 
 Every group test lands in ``reports/network-groups.json`` (round, nodes, group size, purpose,
 figure, job state, and rank 0's busbw-against-message-size curve) for the people's report, with
@@ -47,11 +59,13 @@ from clusterforge.certify.network.figures import (
 )
 from clusterforge.certify.network.planner import IsolationResult, Planner, TestGroup
 from clusterforge.journal import write_atomic
+from clusterforge.slurm.parse import compress_hostlist
 from clusterforge.waiting import wait_until
 
 HeadRun = Callable[..., tuple[int, str, str]]
-ConfigFor = Callable[[str, Sequence[str]], dict[str, Any]]  # (node, its peers) -> NODE.json
 GROUPS_FILE = "network-groups.json"
+MEMBERS_FILE = "members.json"
+MAX_STDIN = 4 << 20  # bytes of files one write command carries
 
 # Reads {path: text} JSON on stdin and writes each file: one command for a whole round.
 WRITE_FILES = (
@@ -65,13 +79,6 @@ WRITE_FILES = (
 # using two nodes will give you a better representation"); the catalogue's 2-node floors are Ring
 # figures (hardware.yaml, tests/catalog/test_hardware.py holds them to this).
 PAIR_ALGORITHM = "Ring"
-# Prints each file after a header line, so one command reads back a round's reports, and the last
-# JOB_OUTPUT_BYTES of each job's output (NCCL_DEBUG=INFO makes it megabytes; the error is at its end).
-JOB_OUTPUT_BYTES = 4096
-CAT_FILES = (
-    'for f in "$@"; do printf "=== %s\\n" "$f"; case "$f" in '
-    f'*.out) tail -c {JOB_OUTPUT_BYTES} "$f" 2>/dev/null;; *) cat "$f" 2>/dev/null;; esac; printf "\\n"; done'
-)
 # Each benchmark run inside a group job (one per collective) is ended by the suite after this long
 # (NODE.json durations.workload_timeout_seconds, written into every member's config). A 2-node
 # nccl-tests sweep of the standard profile (256 MiB to 16 GiB, 20 iterations) takes well under a
@@ -91,6 +98,37 @@ _TELLING = re.compile(
     r"NCCL WARN|Test (?:NCCL |CUDA )?failure|NCCL failure|DUE TO TIME LIMIT|CANCELLED|error|Error|"
     r"Killed|Aborted|timed out|srun: "
 )
+# Reads a JSON list of sbatch argv lists on stdin, submits each, prints a JSON list of
+# [exit status, stdout, stderr]: one command submits a whole round.
+SUBMIT = (
+    "import json,subprocess,sys\n"
+    "out=[]\n"
+    "for a in json.load(sys.stdin):\n"
+    "    try:\n"
+    "        p=subprocess.run(a,capture_output=True,text=True)\n"
+    "        out.append([p.returncode,p.stdout,p.stderr])\n"
+    "    except OSError as e:\n"
+    "        out.append([127,'',str(e)])\n"
+    "json.dump(out,sys.stdout)\n"
+)
+# $1 the run's groups folder, $2 the round: prints every report of the round's groups and the last
+# JOB_OUTPUT_BYTES of each job's output (NCCL_DEBUG=INFO makes it megabytes; the error is at its
+# end), each after a header line, so one command with two short arguments reads back a whole round.
+JOB_OUTPUT_BYTES = 4096
+CAT_ROUND = (
+    'for f in "$1"/r"$2"-g*/*/report.json "$1"/r"$2"-g*/job-*.out; do [ -e "$f" ] || continue; '
+    'printf "=== %s\\n" "$f"; case "$f" in '
+    f'*.out) tail -c {JOB_OUTPUT_BYTES} "$f" 2>/dev/null;; *) cat "$f" 2>/dev/null;; esac; printf "\\n"; done'
+)
+
+
+@dataclass(frozen=True)
+class NodeConfigs:
+    """What the group tests' nodes are sent: each node's NODE.json for group tests (no peers), and
+    its address for the group member lists."""
+
+    config: Callable[[str], dict[str, Any]]
+    address: Callable[[str], str]
 
 
 @dataclass(frozen=True)
@@ -148,6 +186,11 @@ class GroupJobs:
         return f"{self.shared_path.rstrip('/')}/.clusterforge/cert/{self.run_id}/groups"
 
     @property
+    def nodes_folder(self) -> str:
+        """Each node's NODE.json for the group tests, written once per run."""
+        return f"{self.shared_path.rstrip('/')}/.clusterforge/cert/{self.run_id}/nodes"
+
+    @property
     def deadline_s(self) -> float:
         return self.time_limit_min * 60 + self.pending_s
 
@@ -164,7 +207,8 @@ class GroupJobs:
             [
                 *map(shlex.quote, self.validators),
                 "run", "--profile", shlex.quote(self.profile), "--checks", shlex.quote(self.check),
-                "--config", f"{shlex.quote(folder)}/$SLURMD_NODENAME.json",
+                "--config", f"{shlex.quote(self.nodes_folder)}/$SLURMD_NODENAME.json",
+                "--peers-file", f"{shlex.quote(folder)}/{MEMBERS_FILE}",
                 "--out", f"{shlex.quote(folder)}/$SLURMD_NODENAME",
             ]
         )  # fmt: skip
@@ -177,7 +221,7 @@ class GroupJobs:
             whole.append(f"--gpus-per-node={self.gpus_per_node}")
         return [
             "sbatch", "--parsable", f"--reservation={self.reservation}",
-            "-N", str(group.size), "-w", ",".join(sorted(group.nodes)), "--ntasks-per-node=1", *whole,
+            "-N", str(group.size), "-w", compress_hostlist(group.nodes), "--ntasks-per-node=1", *whole,
             "-t", str(self.time_limit_min), "-J", self.job_name(group.round),
             "-o", f"{folder}/job-%j.out", *export, "--wrap", wrap,
         ]  # fmt: skip
@@ -208,47 +252,96 @@ class RunLog:
     records: list[GroupRecord] = field(default_factory=list)
     reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its group reports
     collectives: CollectiveReferences | None = None  # set when several collectives are judged
+    delivered: set[str] = field(default_factory=set)  # nodes whose NODE.json is on the shared fs
+
+
+def write_files(head: HeadRun, files: dict[str, str]) -> str:
+    """Write ``{path: text}`` on the head node in commands of at most ``MAX_STDIN`` bytes each;
+    "" or why a command failed."""
+    chunk: dict[str, str] = {}
+    size = 0
+    items = list(files.items())
+    for i, (path, text) in enumerate(items):
+        chunk[path] = text
+        size += len(path) + len(text)
+        if size >= MAX_STDIN or i == len(items) - 1:
+            rc, _, err = head(["python3", "-c", WRITE_FILES], stdin=json.dumps(chunk))
+            if rc != 0:
+                return " ".join(err.split())[-160:] or f"exit {rc}"
+            chunk, size = {}, 0
+    return ""
+
+
+def _deliver(
+    head: HeadRun, jobs: GroupJobs, groups: Sequence[TestGroup], configs: NodeConfigs, log: RunLog
+) -> str:
+    """The round's files on the shared filesystem: NODE.json of nodes new to this run, then every
+    group's member list. "" or why they could not be written."""
+    new = sorted({n for g in groups for n in g.nodes} - log.delivered)
+    files = {f"{jobs.nodes_folder}/{n}.json": json.dumps(jobs.member_config(configs.config(n))) for n in new}
+    why = write_files(head, files)
+    if why:
+        return why
+    log.delivered.update(new)
+    members = {
+        f"{jobs.group_folder(g, i)}/{MEMBERS_FILE}": json.dumps(
+            [{"name": n, "address": configs.address(n)} for n in sorted(g.nodes)]
+        )
+        for i, g in enumerate(groups)
+    }
+    return write_files(head, members)
+
+
+def _submit(head: HeadRun, argvs: list[list[str]]) -> list[tuple[int, str, str]]:
+    """Every sbatch of a round in one command; (rc, stdout, stderr) of each."""
+    rc, out, err = head(["python3", "-c", SUBMIT], stdin=json.dumps(argvs))
+    try:
+        answers = json.loads(out)
+        if isinstance(answers, list) and len(answers) == len(argvs):
+            return [(int(a[0]), str(a[1]), str(a[2])) for a in answers]
+    except (json.JSONDecodeError, TypeError, ValueError, IndexError, KeyError):
+        pass
+    why = " ".join((err or out or f"exit {rc}").split())[-160:]
+    return [(rc or 1, "", f"the submitter on the head node failed: {why}")] * len(argvs)
 
 
 def run_round(
     head: HeadRun,
     jobs: GroupJobs,
     groups: Sequence[TestGroup],
-    config_for: ConfigFor,
+    configs: NodeConfigs,
     log: RunLog,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    controller: Callable[[], None] = lambda: None,
 ) -> dict[TestGroup, float | None]:
-    """Run one round's groups concurrently; the figure of each (None: no result)."""
-    files = {}
-    for i, group in enumerate(groups):
-        for node in group.nodes:
-            peers = [n for n in group.nodes if n != node]
-            files[f"{jobs.group_folder(group, i)}/{node}.json"] = json.dumps(
-                jobs.member_config(config_for(node, peers))
-            )
-    rc, _, err = head(["python3", "-c", WRITE_FILES], stdin=json.dumps(files))
-    if rc != 0:
-        why = (
-            f"not submitted: cannot write the group configs on the head node ({' '.join(err.split())[-160:]})"
+    """Run one round's groups concurrently; the figure of each (None: no result). ``controller``
+    raises when no Slurm controller answers; it is asked when something of the round failed."""
+    why = _deliver(head, jobs, groups, configs, log)
+    if why:
+        controller()
+        return _no_result(
+            groups, log, f"not submitted: cannot write the group configs on the head node ({why})"
         )
-        return _no_result(groups, log, why)
     job_ids: dict[str, int] = {}
     states: dict[int, str] = {}
-    for i, group in enumerate(groups):
-        rc, out, err = head(jobs.sbatch_argv(group, i))
+    for i, (rc, out, err) in enumerate(_submit(head, [jobs.sbatch_argv(g, i) for i, g in enumerate(groups)])):
         job_id = out.strip().split(";")[0]
         if rc == 0 and job_id.isdigit():
             job_ids[job_id] = i
         else:
             states[i] = f"not submitted: sbatch exited {rc}: {' '.join((err or out).split())[-160:]}"
+    if states:
+        controller()  # every sbatch fails while the controller is away: not the groups' fault
     name = jobs.job_name(groups[0].round) if groups else ""
     left = set(job_ids)
 
     def still_queued() -> set[str]:
         rc, out, _ = head(["squeue", "-h", "-o", "%i", "-n", name])
-        if rc == 0:  # a failed query (controller busy) is asked again until the deadline
+        if rc == 0:
             left.intersection_update(out.split())
+        else:
+            controller()  # a busy controller is asked again until the deadline; a gone one ends the step
         return left
 
     if left:  # the jobs were just submitted: look after a pause
@@ -265,9 +358,9 @@ def run_round(
         head(["scancel", "-n", name])
         for job_id in left:
             states[job_ids[job_id]] = f"cancelled at the {jobs.deadline_s:.0f} s deadline"
-    paths = [f"{jobs.group_folder(g, i)}/{n}/report.json" for i, g in enumerate(groups) for n in g.nodes]
     outputs = {i: jobs.job_output(groups[i], i, job_id) for job_id, i in job_ids.items()}
-    _, text, _ = head(["sh", "-c", CAT_FILES, "sh", *paths, *outputs.values()])
+    round_no = groups[0].round if groups else 0
+    _, text, _ = head(["sh", "-c", CAT_ROUND, "sh", jobs.folder, str(round_no)])
     found = parse_cat(text)
     said = {i: telling_lines(sections(text).get(path, "")) for i, path in outputs.items()}
     figures: dict[TestGroup, float | None] = {}
@@ -297,11 +390,13 @@ def run_round(
         log.records.append(record)
     if log.collectives is not None and judged:
         _judge_collectives(log, log.collectives, judged, figures)
+    if any(f is None for f in figures.values()):
+        controller()  # jobs that died with the controller give no report: not the nodes' fault
     return figures
 
 
 def sections(text: str) -> dict[str, str]:
-    """``CAT_FILES`` output -> path: its text as printed."""
+    """``CAT_ROUND`` output -> path: its text as printed."""
     out: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():
@@ -357,7 +452,7 @@ def run_isolation(
     head: HeadRun,
     planner: Planner,
     jobs: GroupJobs,
-    config_for: ConfigFor,
+    configs: NodeConfigs,
     note: Callable[[str], None] = lambda _: None,
     references: CollectiveReferences | None = None,
     **timing: Any,
@@ -371,7 +466,7 @@ def run_isolation(
     log.collectives = references if len(jobs.collectives) > 1 else None
     while (groups := planner.next_round()) is not None:
         note(f"network round {groups[0].round}: {len(groups)} group job(s)")
-        for group, figure in run_round(head, jobs, groups, config_for, log, **timing).items():
+        for group, figure in run_round(head, jobs, groups, configs, log, **timing).items():
             planner.record(group, figure)
     return planner.verdicts(), log
 
@@ -390,7 +485,7 @@ def run_scaling(
     head: HeadRun,
     jobs: GroupJobs,
     healthy: Sequence[str],
-    config_for: ConfigFor,
+    configs: NodeConfigs,
     log: RunLog,
     first_round: int,
     **timing: Any,
@@ -400,7 +495,7 @@ def run_scaling(
     nodes = sorted(healthy)
     for i, size in enumerate(scaling_sizes(len(nodes))):
         group = TestGroup(tuple(nodes[:size]), first_round + i, "scale")
-        run_round(head, jobs, [group], config_for, log, **timing)
+        run_round(head, jobs, [group], configs, log, **timing)
 
 
 def write_groups_file(reports_dir: Path, run_id: str, result: IsolationResult, log: RunLog) -> Path:

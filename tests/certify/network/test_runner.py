@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from clusterforge.certify.network import figures
 from clusterforge.certify.network import runner as gr
 from clusterforge.certify.network.planner import Planner, TestGroup
+from clusterforge.slurm.parse import expand_hostlist
 
 JOBS = gr.GroupJobs(
     "R1", "/shared", "quick", "clusterforge_cert", ["clusterforge-validators"], "gloo-allreduce", poll_s=0
 )
+CONFIGS = gr.NodeConfigs(lambda n: {"node": n}, lambda n: f"10.0.0.{sum(map(ord, n)) % 250}")
 
 
 class Head:
@@ -25,11 +29,15 @@ class Head:
 
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         self.calls.append(argv)
-        if argv[:2] == ["python3", "-c"]:
+        if argv[:3] == ["python3", "-c", gr.SUBMIT]:  # runs each sbatch it is given, on the head
+            return 0, json.dumps([list(self(a)) for a in json.loads(stdin or "[]")]), ""
+        if argv[:3] == ["python3", "-c", gr.WRITE_FILES]:
             self.files.update(json.loads(stdin or "{}"))
             return 0, "", ""
+        if argv == ["scontrol", "ping"]:
+            return 0, "Slurmctld(primary) at head is UP\n", ""
         if argv[0] == "sbatch":
-            nodes = argv[argv.index("-w") + 1].split(",")
+            nodes = expand_hostlist(argv[argv.index("-w") + 1])
             if set(nodes) & self.fail_submit:
                 return 1, "", "sbatch: error: Batch job submission failed: Invalid node name specified"
             folder = argv[argv.index("-o") + 1].rsplit("/", 1)[0]
@@ -47,8 +55,16 @@ class Head:
         if argv[0] == "scancel":
             self.running = []
             return 0, "", ""
-        if argv[:3] == ["sh", "-c", gr.CAT_FILES]:
-            return 0, "".join(f"=== {p}\n{self.files.get(p, '')}\n" for p in argv[4:]), ""
+        if argv[:3] == ["sh", "-c", gr.CAT_ROUND]:  # the round's reports, as the glob finds them
+            prefix = f"{argv[4]}/r{argv[5]}-g"
+            found = sorted(p for p in self.files if p.startswith(prefix) and p.endswith("/report.json"))
+            outs = sorted(  # and each job's output (its tail) in a group's own folder
+                p
+                for p in self.files
+                if p.startswith(prefix) and p.rsplit("/", 1)[-1].startswith("job-") and p.endswith(".out")
+            )
+            text = "".join(f"=== {p}\n{self.files[p]}\n" for p in found)
+            return 0, text + "".join(f"=== {p}\n{self.files[p][-4096:]}\n" for p in outs), ""
         raise AssertionError(argv)
 
 
@@ -58,13 +74,20 @@ def groups(*pairs: tuple[str, str]) -> list[TestGroup]:
 
 def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
     head, log, clock = Head(), gr.RunLog(), iter(range(0, 10**6, 1))
-    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), lambda n, p: {"node": n, "peers": p}, log,
+    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                            clock=lambda: next(clock), sleep=lambda _: None)  # fmt: skip
     assert list(figures.values()) == [0.45, 0.45]
-    writes = [c for c in head.calls if c[0] == "python3"]
-    assert len(writes) == 1  # one command writes every config of the round
-    config = json.loads(head.files["/shared/.clusterforge/cert/R1/groups/r1-g0/b.json"])
-    assert config == {"node": "b", "peers": ["a"], "durations": {"workload_timeout_seconds": 600}}
+    writes = [c for c in head.calls if c[:3] == ["python3", "-c", gr.WRITE_FILES]]
+    assert len(writes) == 2  # one command for the nodes' configs, one for the groups' member lists
+    # each node's NODE.json once, with each run's limit under the job's (issue 22)
+    config = json.loads(head.files["/shared/.clusterforge/cert/R1/nodes/b.json"])
+    assert config == {"node": "b", "durations": {"workload_timeout_seconds": 600}}
+    members = json.loads(head.files["/shared/.clusterforge/cert/R1/groups/r1-g0/members.json"])
+    assert members == [
+        {"name": "a", "address": CONFIGS.address("a")},
+        {"name": "b", "address": CONFIGS.address("b")},
+    ]
+    assert len([c for c in head.calls if c[:3] == ["python3", "-c", gr.SUBMIT]]) == 1  # every sbatch in one
     sbatch = [c for c in head.calls if c[0] == "sbatch"]
     assert len(sbatch) == 2 and all("--reservation=clusterforge_cert" in c for c in sbatch)
     assert {c[c.index("-J") + 1] for c in sbatch} == {"clusterforge-net-R1-r1"}
@@ -74,7 +97,7 @@ def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
 def test_a_job_that_hangs_is_cancelled_at_the_deadline_and_gives_no_result() -> None:
     head, log = Head(hang={"c"}), gr.RunLog()
     ticks = iter([0, 0, JOBS.deadline_s + 1, JOBS.deadline_s + 2])
-    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                            clock=lambda: next(ticks), sleep=lambda _: None)  # fmt: skip
     assert figures[groups(("a", "b"))[0]] == 0.45
     assert figures[groups(("c", "d"))[0]] is None  # never all nodes failed because one job did
@@ -85,7 +108,7 @@ def test_a_job_that_hangs_is_cancelled_at_the_deadline_and_gives_no_result() -> 
 def test_a_group_that_cannot_be_submitted_gives_no_result_with_the_reason() -> None:
     head, log = Head(fail_submit={"a"}), gr.RunLog()
     figures = gr.run_round(
-        head, JOBS, groups(("a", "b")), lambda n, p: {}, log, clock=lambda: 0, sleep=lambda _: None
+        head, JOBS, groups(("a", "b")), CONFIGS, log, clock=lambda: 0, sleep=lambda _: None
     )
     assert list(figures.values()) == [None]
     assert "Invalid node name" in log.records[0].state
@@ -93,7 +116,7 @@ def test_a_group_that_cannot_be_submitted_gives_no_result_with_the_reason() -> N
 
 def test_the_planner_loop_ends_with_verdicts() -> None:
     head = Head()
-    result, log = gr.run_isolation(head, Planner(["a", "b", "c", "d"]), JOBS, lambda n, p: {},
+    result, log = gr.run_isolation(head, Planner(["a", "b", "c", "d"]), JOBS, CONFIGS,
                                    clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert all(v.ok for v in result.node_verdicts.values()), result.node_verdicts
     assert result.rounds >= 1 and len(log.records) == result.jobs
@@ -146,9 +169,7 @@ def test_scaling_sizes_and_round() -> None:
     assert gr.scaling_sizes(2) == [] and gr.scaling_sizes(3) == [3]
     assert gr.scaling_sizes(20) == [4, 8, 16, 20]
     head, log = Head(), gr.RunLog()
-    gr.run_scaling(
-        head, JOBS, ["c", "a", "b"], lambda n, p: {}, log, 4, clock=lambda: 0, sleep=lambda _: None
-    )
+    gr.run_scaling(head, JOBS, ["c", "a", "b"], CONFIGS, log, 4, clock=lambda: 0, sleep=lambda _: None)
     assert [(r.round, r.purpose, r.nodes, r.figure) for r in log.records] == [
         (4, "scale", ["a", "b", "c"], 0.45)
     ]
@@ -216,7 +237,7 @@ class CurveHead(Head):
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         answer = super().__call__(argv, stdin)
         if argv[0] == "sbatch":
-            nodes = tuple(sorted(argv[argv.index("-w") + 1].split(",")))
+            nodes = tuple(sorted(expand_hostlist(argv[argv.index("-w") + 1])))
             folder = argv[argv.index("-o") + 1].rsplit("/", 1)[0]
             report = json.loads(json.dumps(GLOO_RANK0))
             check = report["checks"][0]
@@ -231,8 +252,8 @@ def test_each_group_keeps_its_curve_and_the_file_has_the_median_per_group_size(t
     scale = {("a", "b"): 1.0, ("c", "d"): 3.0, ("e", "f"): 2.0, ("a", "b", "c", "d"): 0.5}
     head, log = CurveHead(scale), gr.RunLog()
     pairs = groups(("a", "b"), ("c", "d"), ("e", "f"))
-    gr.run_round(head, JOBS, pairs, lambda n, p: {}, log, clock=lambda: 0, sleep=lambda _: None)
-    gr.run_round(head, JOBS, [TestGroup(("a", "b", "c", "d"), 2, "scale")], lambda n, p: {}, log,
+    gr.run_round(head, JOBS, pairs, CONFIGS, log, clock=lambda: 0, sleep=lambda _: None)
+    gr.run_round(head, JOBS, [TestGroup(("a", "b", "c", "d"), 2, "scale")], CONFIGS, log,
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert [r.size for r in log.records] == [2, 2, 2, 4]
     assert log.records[1].curve[0] == [1048576.0, 0.3719 * 3]
@@ -266,7 +287,7 @@ class CollectivesHead(Head):
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         answer = super().__call__(argv, stdin)
         if argv[0] == "sbatch":
-            nodes = sorted(argv[argv.index("-w") + 1].split(","))
+            nodes = sorted(expand_hostlist(argv[argv.index("-w") + 1]))
             folder = argv[argv.index("-o") + 1].rsplit("/", 1)[0]
             metrics = {}
             for i, (c, value) in enumerate(HEALTHY.items()):
@@ -300,7 +321,7 @@ def isolate_collectives(collectives: tuple[str, ...], slow: dict) -> tuple:
     nodes = [f"node-00{i}" for i in range(1, 9)]
     rules = IsolationRules(fail_gap=0.15, check="nccl-multi-node")
     return gr.run_isolation(CollectivesHead(slow), Planner(nodes, rules=rules), nccl_jobs(collectives),
-                            lambda n, p: {}, clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+                            CONFIGS, clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
 
 
 def test_only_alltoall_slow_on_one_node_fails_that_node_naming_alltoall(tmp_path: Path) -> None:
@@ -385,7 +406,7 @@ class DyingHead(Head):
 
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         if argv[0] == "sbatch":
-            nodes = argv[argv.index("-w") + 1].split(",")
+            nodes = expand_hostlist(argv[argv.index("-w") + 1])
             said = next((text for node, text in self.die.items() if node in nodes), None)
             if said is not None:
                 self.calls.append(argv)
@@ -404,7 +425,7 @@ NCCL_ERR = "gpu-003:1234:1290 [3] NCCL WARN NET/OFI Request error: Input/output 
 
 def test_a_job_that_left_no_report_records_what_its_output_said() -> None:
     head, log = DyingHead({"c": "line 1\n" + NCCL_ERR + "\n" + TIME_LIMIT + "\n"}), gr.RunLog()
-    gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+    gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     done, died = log.records
     assert done.state == "done" and done.output == []
@@ -413,8 +434,8 @@ def test_a_job_that_left_no_report_records_what_its_output_said() -> None:
         == f"no report: Slurm ended the job at its {JOBS.time_limit_min} min time limit ({TIME_LIMIT})"
     )
     assert died.output == [NCCL_ERR, TIME_LIMIT]
-    (cat,) = [c for c in head.calls if c[:3] == ["sh", "-c", gr.CAT_FILES]]
-    assert cat[-1].endswith("/r1-g1/job-103.out") and "tail -c 4096" in gr.CAT_FILES
+    (cat,) = [c for c in head.calls if c[:3] == ["sh", "-c", gr.CAT_ROUND]]  # one read, by the round's glob
+    assert '"$1"/r"$2"-g*/job-*.out' in gr.CAT_ROUND and "tail -c 4096" in gr.CAT_ROUND
 
 
 def test_telling_lines_keep_the_errors_else_the_last_line() -> None:
@@ -429,6 +450,81 @@ def test_with_several_collectives_a_dead_job_keeps_what_its_output_said() -> Non
     jobs = gr.GroupJobs(
         "R1", "/shared", "quick", "res", ["v"], "nccl-multi-node", poll_s=0, collectives=NCCL3
     )
-    gr.run_round(head, jobs, groups(("a", "b"), ("c", "d")), lambda n, p: {}, log,
+    gr.run_round(head, jobs, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert log.records[1].state == f"no report: {NCCL_ERR}"
+
+
+# -- at 4,096 nodes: what reaches the head grows with the nodes, not their square (issue 24) ------
+
+
+class SizedHead(Head):
+    """Keeps the largest stdin and argument it was sent, and the bytes of files written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stdin = self.arg = self.written = 0
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        self.stdin = max(self.stdin, len(stdin or ""))
+        self.arg = max([self.arg, *(len(a) for a in argv)])
+        if argv[:3] == ["python3", "-c", gr.WRITE_FILES]:
+            self.written += len(stdin or "")
+        return super().__call__(argv, stdin)
+
+
+def scaling_payload(count: int) -> SizedHead:
+    head, names = SizedHead(), [f"gpu-{i:04d}" for i in range(count)]
+    big = gr.NodeConfigs(lambda n: {"node": n, "pins": ["x" * 2000]}, CONFIGS.address)
+    gr.run_scaling(head, JOBS, names, big, gr.RunLog(), 2, clock=lambda: 0, sleep=lambda _: None)
+    return head
+
+
+def test_a_scaling_round_sends_each_node_once_and_one_member_list_per_group() -> None:
+    small, large = scaling_payload(64), scaling_payload(256)
+    # 4x the nodes: about 4x the bytes (a NODE.json per node + member lists of 4, 8, ... N), not 16x
+    assert large.written / small.written < 4.5
+    assert large.arg < 1000 and large.arg <= small.arg + 8  # no argument grows with the nodes
+    member_lists = [p for p in large.files if p.endswith("/members.json")]
+    assert len(member_lists) == len(gr.scaling_sizes(256))
+    configs = [json.loads(t) for p, t in large.files.items() if "/nodes/" in p]
+    assert len(configs) == 256 and not any("peers" in c for c in configs)
+
+
+def test_node_configs_go_in_bounded_commands(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(gr, "MAX_STDIN", 10_000)
+    head = scaling_payload(64)
+    assert head.stdin < 10_000 + 2_200  # one file past the bound at most
+    writes = [c for c in head.calls if c[:3] == ["python3", "-c", gr.WRITE_FILES]]
+    assert len(writes) >= 64 * 2000 // 10_000
+
+
+def test_the_job_reads_its_config_and_its_groups_member_list() -> None:
+    argv = JOBS.sbatch_argv(TestGroup(("a", "b"), 3, "confirm"), 7)
+    wrap = argv[-1]
+    assert "--config /shared/.clusterforge/cert/R1/nodes/$SLURMD_NODENAME.json" in wrap
+    assert "--peers-file /shared/.clusterforge/cert/R1/groups/r3-g7/members.json" in wrap
+
+
+class DownHead(Head):
+    """The controller stops once the round is submitted: squeue fails, ping says DOWN."""
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        if argv == ["scontrol", "ping"]:
+            self.calls.append(argv)
+            return 1, "Slurmctld(primary) at head is DOWN\n", ""
+        if argv[0] == "squeue":
+            self.calls.append(argv)
+            return 1, "", "squeue: error: Unable to contact slurm controller (connect failure)"
+        return super().__call__(argv, stdin)
+
+
+def test_a_round_the_controller_was_away_for_judges_nobody() -> None:
+    from clusterforge.slurm.admission import Admission, ControllerError
+
+    head = DownHead(hang={"a"})
+    planner = Planner(["a", "b", "c", "d"])
+    with pytest.raises(ControllerError, match="is DOWN"):
+        gr.run_isolation(head, planner, JOBS, CONFIGS, controller=Admission(head).check_controller,
+                         clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert planner.records == []  # the round was not recorded: no node judged on it
