@@ -56,8 +56,8 @@ class Cluster:
         if node.name in self.broken:
             return self.broken[node.name]
         if node.role == "head":
-            if argv[:3] == ["sh", "-c", PROBE_SCRIPT]:  # liveness: one srun probe per node
-                names = argv[7:]
+            if argv[:3] == ["sh", "-c", PROBE_SCRIPT]:  # liveness: one srun probe per node on stdin
+                names = (stdin or "").split()
                 return 0, "".join(f"{n} {124 if n in self.silent else 0}\n" for n in names), ""
             return self.slurm(argv, stdin)
         proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60, check=False)
