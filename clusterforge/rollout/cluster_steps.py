@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from rich.console import Console
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.images.boot import boot_digests
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import Options, StackContext
 from clusterforge.pipeline.display import Board
@@ -124,7 +125,13 @@ class ClusterSteps:
         outputs_of = getattr(self.provider, "stack_outputs", None)
         outputs = outputs_of(self.spec) if callable(outputs_of) else None
         write_inventory(
-            render_inventory(self.spec, list(live.values()), ctx.paths.munge_key, outputs=outputs),
+            render_inventory(
+                self.spec,
+                list(live.values()),
+                ctx.paths.munge_key,
+                outputs=outputs,
+                image_digests=boot_digests(self.spec, lambda _node, _line: None),
+            ),
             ctx.paths.inventory,
         )
         targets = [n for n in nodes if n not in missing]
@@ -136,11 +143,10 @@ class ClusterSteps:
             ctx.hosts_file,
             ctx.paths.run,
             limit=targets,
-            secrets=ctx.secrets(),
+            secrets=ctx.secrets,
             env=ctx.env(),
         )
         result = run.run()
-        run.scrub(run.run_dir / "artifacts" / "run")
         ctx.journal = fresh_journal(self.spec.stack)  # certify wrote through its own instance
         for name in targets:
             if result.host_ok(name):

@@ -62,11 +62,27 @@ def build_plan(
         notes += more
     else:
         old = base_from_journal(Journal(cluster.stack, stack_dir(cluster.stack).parent))
+    notes += image_notes(cluster, root)
     state = LiveState()
     if live:
         state = live_state(cluster, provider or get_provider(cluster), runner, previewer)
         notes += state.notes
     return Plan(cluster.stack, old.label, new.label, plan_impacts(old, new, state), tuple(notes))
+
+
+def image_notes(cluster: ClusterSpec, root: Path) -> list[str]:
+    """One note per pool whose baked image does not fit the spec (`invoke image.bake`), or why
+    that could not be told; nothing for pools on the base image."""
+    from clusterforge.images.boot import baked_pools, stale_images, stale_notes
+    from clusterforge.images.record import load_records
+
+    if not baked_pools(cluster):
+        return []
+    try:
+        records = load_records(cluster.stack)
+        return stale_notes(cluster, stale_images(cluster, records, root), records)
+    except Exception as exc:  # noqa: BLE001 - a plan never fails on this: it says what it could not tell
+        return [f"baked images not checked ({type(exc).__name__}: {exc})"]
 
 
 @task(
