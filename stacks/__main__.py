@@ -6,6 +6,7 @@ Thin on purpose: all resources are made by the components in ``components/``.
 import pulumi
 from components.cluster import build_cluster, export_cluster
 
+from clusterforge.images.boot import boot_images
 from clusterforge.spec.loader import load_spec, stack_path
 
 spec, _ = load_spec(stack_path(pulumi.get_stack()))
@@ -15,7 +16,10 @@ if region and region != spec.provider.region:
         f"Pulumi.{spec.stack}.yaml: aws:region is {region!r} but stacks/{spec.stack}.yaml says provider.region "
         f"{spec.provider.region!r}; make them equal"
     )
-# The AMI resolved on the first run, recorded by clusterforge.providers.aws.automation.
-cluster = build_cluster(spec, recorded_ami=pulumi.Config("clusterforge").get("ami"))
+# The AMI resolved on the first run, recorded by clusterforge.providers.aws.automation; pools with
+# image: baked boot the AMI `invoke image.bake` recorded (.clusterforge/<stack>/images.json).
+cluster = build_cluster(
+    spec, recorded_ami=pulumi.Config("clusterforge").get("ami"), pool_images=boot_images(spec)
+)
 for key, value in export_cluster(spec, cluster).items():
     pulumi.export(key, value)

@@ -118,8 +118,11 @@ def _pool_args(
     )
 
 
-def build_cluster(spec: ClusterSpec, recorded_ami: str | None = None) -> Cluster:
-    """The whole program; ``recorded_ami`` is the stack config's ``clusterforge:ami``."""
+def build_cluster(
+    spec: ClusterSpec, recorded_ami: str | None = None, pool_images: dict[str, str] | None = None
+) -> Cluster:
+    """The whole program; ``recorded_ami`` is the stack config's ``clusterforge:ami``;
+    ``pool_images`` the AMI each pool with ``image: baked`` boots (`invoke image.bake`)."""
     provider = aws_provider(spec)
     stack = spec.stack
     tags = base_tags(stack)
@@ -202,7 +205,15 @@ def build_cluster(spec: ClusterSpec, recorded_ami: str | None = None) -> Cluster
     pools = [
         NodePool(
             f"{stack}-{p.name}",
-            _pool_args(spec, p, network.gpu_subnet_id, node_groups, network, iam, image),
+            _pool_args(
+                spec,
+                p,
+                network.gpu_subnet_id,
+                node_groups,
+                network,
+                iam,
+                (pool_images or {}).get(p.name, image),
+            ),
         )
         for p in spec.node_pools
         if p.role == "gpu"

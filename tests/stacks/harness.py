@@ -153,7 +153,12 @@ def aws_examples() -> list[str]:
 _GRAPHS: dict[str, list[Resource]] = {}
 
 
-async def program(spec: ClusterSpec, ssm_ami: str = MOCK_AMI, recorded_ami: str | None = None) -> Graph:
+async def program(
+    spec: ClusterSpec,
+    ssm_ami: str = MOCK_AMI,
+    recorded_ami: str | None = None,
+    pool_images: dict[str, str] | None = None,
+) -> Graph:
     """Run the whole program for ``spec`` under the mocks; the recorded resource graph.
 
     ``ssm_ami`` is what the SSM public parameter answers on this run; ``recorded_ami`` what the
@@ -161,12 +166,12 @@ async def program(spec: ClusterSpec, ssm_ami: str = MOCK_AMI, recorded_ami: str 
     input runs once per session and later tests get the same recorded graph."""
     from components.cluster import build_cluster
 
-    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami])
+    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami, pool_images])
     if key not in _GRAPHS:
         MOCKS.reset()
         MOCKS.ssm_ami = ssm_ami
         try:
-            cluster = build_cluster(spec, recorded_ami=recorded_ami)
+            cluster = build_cluster(spec, recorded_ami=recorded_ami, pool_images=pool_images)
             _GRAPHS[key] = await settle(
                 [cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]
             )
