@@ -81,16 +81,15 @@ def run(roles: Path, work: Path, hosts: int, nodes: int) -> tuple[float, int]:
 
     work.mkdir(parents=True, exist_ok=True)
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
-    inventory = work / "hosts.yml"
+    # Laid out as clusterforge.inventory writes it: the node list in group_vars/all/slurm.yml (loaded
+    # by the vars plugin), not in hosts.yml (which every inventory plugin would parse again).
+    inventory = work / "inventory" / "hosts.yml"
+    (inventory.parent / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
     inventory.write_text(
-        yaml.safe_dump(
-            {
-                "all": {
-                    "hosts": {f"gpu-{i:04d}": local for i in range(1, hosts + 1)},
-                    "vars": slurm_vars(nodes, work),
-                }
-            }
-        )
+        yaml.safe_dump({"all": {"hosts": {f"gpu-{i:04d}": local for i in range(1, hosts + 1)}}})
+    )
+    (inventory.parent / "group_vars" / "all" / "slurm.yml").write_text(
+        yaml.safe_dump(slurm_vars(nodes, work))
     )
     playbook = work / "play.yml"
     playbook.write_text(yaml.safe_dump(PLAY, sort_keys=False))
