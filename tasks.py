@@ -58,6 +58,11 @@ from clusterforge.tasks import state as state_tasks  # noqa: E402
 
 ns.add_collection(Collection.from_module(state_tasks, name="state"))
 
+# image.bake, image.show (node images that boot ready)
+from clusterforge.tasks import image as image_tasks  # noqa: E402
+
+ns.add_collection(Collection.from_module(image_tasks, name="image"))
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)

@@ -365,9 +365,12 @@ def render_inventory(
     munge_key_file: Path,
     catalog: HardwareCatalog | None = None,
     outputs: Mapping[str, Any] | None = None,
+    image_digests: Mapping[str, str] | None = None,
 ) -> Inventory:
     """``outputs``: the provider's stack outputs where it has them (aws), for what only exists once
-    provisioned (the FSx file system's names)."""
+    provisioned (the FSx file system's names). ``image_digests``: pool -> the software digest its
+    nodes must find in their baked image to skip the node software (pools with ``image: baked``;
+    clusterforge.images.boot), rendered as each such node's ``node_image_software_digest``."""
     hw = catalog or load_hardware()
     unknown = sorted({n.instance_type for n in nodes if n.instance_type not in hw})
     if unknown:
@@ -391,7 +394,13 @@ def render_inventory(
     ):
         if variables:
             group_vars[stem] = variables
-    return Inventory(hosts=render_hosts(nodes, hw), group_vars=group_vars)
+    hosts = render_hosts(nodes, hw)
+    if image_digests:
+        gpu_hosts = hosts["all"]["children"][ROLE_GROUPS["gpu"]]["hosts"]
+        for node in nodes:
+            if node.pool in image_digests and node.name in gpu_hosts:
+                gpu_hosts[node.name]["node_image_software_digest"] = image_digests[node.pool]
+    return Inventory(hosts=hosts, group_vars=group_vars)
 
 
 def write_inventory(inv: Inventory, folder: Path) -> Path:

@@ -84,6 +84,24 @@ def redact(text: str, forms: Iterable[str]) -> str:
     return text
 
 
+def _redacted(value: Any, forms: list[str]) -> Any:
+    if isinstance(value, str):
+        return redact(value, forms)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = _redacted(item, forms)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = _redacted(item, forms)
+    return value
+
+
+def redact_event(event: dict[str, Any], forms: Iterable[str]) -> dict[str, Any]:
+    """Remove the secret forms from every string of one event, in place (before it is written)."""
+    forms = [f for f in forms if f]
+    return _redacted(event, forms) if forms else event
+
+
 def _one_line(res: dict[str, Any]) -> str:
     if res.get("censored"):
         return str(res["censored"])
@@ -112,6 +130,10 @@ class ProgressModel:
         self.failures: dict[str, TaskFailure] = {}
         self._forms = secret_forms(secrets)
         self.stats: dict[str, dict[str, int]] = {}
+
+    def set_secrets(self, secrets: Iterable[bytes]) -> None:
+        """Secrets that became known during the run (the munge key the run created)."""
+        self._forms = secret_forms(secrets)
 
     def host(self, name: str) -> HostProgress:
         return self.hosts.setdefault(name, HostProgress(name))

@@ -2,8 +2,9 @@
 
 Each run gets its own folder ``<runs_dir>/<timestamp>-<name>/`` used as ansible-runner's
 private data dir: the full text log is ``artifacts/<ident>/stdout`` and every event is kept in
-``artifacts/<ident>/job_events/``. After the run, known secret values (the munge key) are
-scrubbed from those files, so the run folder can be attached to a bug report.
+``artifacts/<ident>/job_events/``. Known secret values (the munge key) are removed from each event
+before ansible-runner writes it, and from the other artifacts once at the end, so the run folder
+can be attached to a bug report; no event file is read back (work linear in events).
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from clusterforge.ansible.events import HostProgress, ProgressModel, TaskFailure, redact, secret_forms
+from clusterforge.ansible.events import (
+    HostProgress,
+    ProgressModel,
+    TaskFailure,
+    redact,
+    redact_event,
+    secret_forms,
+)
+from clusterforge.ansible.scale import AnsibleScale
 from clusterforge.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +39,9 @@ CONNECTION_PLUGINS = REPO_ROOT / "plugins" / "connection"
 PODMAN_CONNECTION = "podman_pipelined"
 
 OnUpdate = Callable[[HostProgress], None]
+# The secret values to keep out of the artifacts, or a callable asked again while the run goes
+# (the munge key is created by the run itself).
+Secrets = Iterable[bytes] | Callable[[], Iterable[bytes]]
 
 
 @dataclass
@@ -61,8 +73,9 @@ def run_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
-def ansible_env(state_dir: Path) -> dict[str, str]:
-    """Environment for ansible-playbook: temp/home folders inside the stack's state, roles path."""
+def ansible_env(state_dir: Path, scale: AnsibleScale | None = None) -> dict[str, str]:
+    """Environment for ansible-playbook: temp/home folders inside the stack's state, roles path,
+    and with ``scale`` the fleet's forks, fact cache and SSH connection reuse (ansible/scale.py)."""
     home = state_dir / "ansible"
     # ansible-playbook lives next to the interpreter running us (the venv), which may not be on PATH.
     bindir = str(Path(sys.executable).parent)
@@ -78,6 +91,8 @@ def ansible_env(state_dir: Path) -> dict[str, str]:
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_PIPELINING": "True",
     }
+    if scale is not None:
+        env.update(scale.env())
     # Keep a caller's explicit choices (tests set these to temp dirs).
     for key in ("ANSIBLE_HOME", "ANSIBLE_LOCAL_TEMP", "ANSIBLE_REMOTE_TMP", "ANSIBLE_COLLECTIONS_PATH"):
         if os.environ.get(key):
@@ -157,7 +172,7 @@ class PlaybookRun:
         *,
         limit: Iterable[str] | None = None,
         extravars: dict[str, Any] | None = None,
-        secrets: Iterable[bytes] = (),
+        secrets: Secrets = (),
         on_update: OnUpdate | None = None,
         env: dict[str, str] | None = None,
         tags: str | None = None,
@@ -166,7 +181,9 @@ class PlaybookRun:
         self.inventory = inventory
         self.limit = sorted(limit) if limit is not None else None
         self.extravars = extravars or {}
-        self.secrets = list(secrets)
+        self._secrets_source = secrets if callable(secrets) else None
+        self.secrets = [] if callable(secrets) else list(secrets)
+        self._refresh_secrets()
         self.on_update = on_update or (lambda _h: None)
         self.env = {"PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
         self.env.update(env or {})
@@ -174,6 +191,13 @@ class PlaybookRun:
         self.run_dir = runs_dir / f"{run_stamp()}-{playbook.stem}"
         self._cancel = threading.Event()
         self.model = ProgressModel(self.limit or (), self.secrets)
+
+    def _refresh_secrets(self) -> None:
+        """Ask the secrets callable again (cheap: it reads one small file), keeping the forms."""
+        if self._secrets_source is not None:
+            fresh = [s for s in self._secrets_source() if s not in self.secrets]
+            self.secrets += fresh
+        self._forms = secret_forms(self.secrets)
 
     @property
     def marker(self) -> str:
@@ -184,6 +208,14 @@ class PlaybookRun:
         self._cancel.set()
 
     def _event(self, event: dict[str, Any]) -> bool:
+        # Until the secret exists (a run that creates the munge key), look for it again on each
+        # event: one stat and read of a small file; once known, the forms stay.
+        if self._secrets_source is not None and not self.secrets:
+            self._refresh_secrets()
+            if self.secrets:
+                self.model.set_secrets(self.secrets)
+        if self._forms:
+            redact_event(event, self._forms)  # ansible-runner writes the event after this returns
         host = self.model.apply(event)
         if host is not None:
             self.on_update(self.model.hosts[host])
@@ -210,6 +242,11 @@ class PlaybookRun:
         if self.tags:
             kwargs["tags"] = self.tags
         kwargs["envvars"] = {**self.env, RUN_MARKER: self.marker}
+        # ansible-runner points the fact cache into this run's artifacts (a cache that dies with
+        # the run) unless it is given one: the stack's, from the environment (ansible/scale.py).
+        if self.env.get("ANSIBLE_CACHE_PLUGIN_CONNECTION"):
+            kwargs["fact_cache_type"] = "jsonfile"
+            kwargs["fact_cache"] = self.env["ANSIBLE_CACHE_PLUGIN_CONNECTION"]
         with _ACTIVE_LOCK:
             _ACTIVE[self.marker] = self
         try:
@@ -226,7 +263,8 @@ class PlaybookRun:
         if result.status in ("canceled", "timeout"):
             reap(self.marker)
         artifacts = self.run_dir / "artifacts" / "run"
-        self.scrub(artifacts)
+        self._refresh_secrets()  # the run may have created the secret at its very end
+        self.scrub(artifacts, events=False)
         stats = result.stats or {}
         return PlaybookResult(
             playbook=self.playbook.name,
@@ -239,12 +277,15 @@ class PlaybookRun:
             stats={k: dict(v) for k, v in stats.items() if isinstance(v, dict)},
         )
 
-    def scrub(self, artifacts: Path) -> None:
+    def scrub(self, artifacts: Path, events: bool = True) -> None:
+        """Remove the known secrets from the files under ``artifacts``. ``events=False`` leaves
+        out job_events/, whose events were redacted as they came (``_event``): each file is then
+        read at most once per run, whatever the number of events."""
         forms = secret_forms(self.secrets)
         if not forms or not artifacts.exists():
             return
         for path in artifacts.rglob("*"):
-            if not path.is_file():
+            if not path.is_file() or (not events and path.parent.name == "job_events"):
                 continue
             try:
                 text = path.read_text()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.ansible.runner import REPO_ROOT, ansible_env, run_stamp
+from clusterforge.ansible.scale import scale_for
 from clusterforge.cluster_secrets import KeyStore, after_converge, before_converge, key_store
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.node.remote import Runner, node_runner
@@ -19,6 +20,27 @@ PLAYBOOKS = REPO_ROOT / "playbooks"
 INVENTORIES = REPO_ROOT / "inventories"
 # The validators CLI as installed on nodes by the validators_runtime role.
 NODE_VALIDATORS = ("/usr/local/bin/clusterforge-validators",)
+
+
+def stack_env(spec: ClusterSpec, state: Path) -> dict[str, str]:
+    """ansible-playbook's environment for a stack: its state folders, the fleet's forks and fact
+    cache (the spec's ``ansible`` section), the project's collections and container engine config."""
+    settings = spec.ansible
+    scale = scale_for(
+        state,
+        max_forks=settings.max_forks,
+        forks=settings.forks,
+        fact_cache_timeout_s=settings.fact_cache_timeout_s,
+    )
+    env = ansible_env(state, scale)
+    collections = REPO_ROOT / ".clusterforge" / "collections"
+    if collections.exists():
+        env.setdefault("ANSIBLE_COLLECTIONS_PATH", str(collections))
+    if spec.provider.kind == "local":
+        from clusterforge.providers.local.config import write_podman_config
+
+        env.update(write_podman_config())
+    return env
 
 
 @dataclass(frozen=True)
@@ -95,15 +117,7 @@ class StackContext:
             return []
 
     def env(self) -> dict[str, str]:
-        env = ansible_env(self.paths.state)
-        collections = REPO_ROOT / ".clusterforge" / "collections"
-        if collections.exists():
-            env.setdefault("ANSIBLE_COLLECTIONS_PATH", str(collections))
-        if self.spec.provider.kind == "local":
-            from clusterforge.providers.local.config import write_podman_config
-
-            env.update(write_podman_config())
-        return env
+        return stack_env(self.spec, self.paths.state)
 
     def heads(self) -> list[Node]:
         return sorted((n for n in self.nodes.values() if n.role == "head"), key=lambda n: n.name)

@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 from clusterforge.ansible.runner import PlaybookRun
+from clusterforge.ansible.scale import forget_facts
 from clusterforge.cluster_secrets import SecretError
 from clusterforge.drift.decide import Decision
 from clusterforge.drift.nodes import decisions as drift_decisions
 from clusterforge.drift.nodes import nodes_now, record_baselines
+from clusterforge.images.boot import boot_digests
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import StackContext
 from clusterforge.pipeline.scheduler import BaseStage, Gate, NodeProgress, StageResult, Status
@@ -62,7 +64,13 @@ class ProvisionStage(BaseStage):
         # Providers with stack outputs (aws) hand over what the inventory needs beside the nodes.
         stack_outputs = getattr(ctx.provider, "stack_outputs", None)
         outputs = stack_outputs(ctx.spec) if callable(stack_outputs) else None
-        inv = render_inventory(ctx.spec, list(ctx.nodes.values()), ctx.paths.munge_key, outputs=outputs)
+        inv = render_inventory(
+            ctx.spec,
+            list(ctx.nodes.values()),
+            ctx.paths.munge_key,
+            outputs=outputs,
+            image_digests=boot_digests(ctx.spec, ctx.board.note),
+        )
         write_inventory(inv, ctx.paths.inventory)
         return results
 
@@ -144,12 +152,16 @@ class ConfigureStage(BaseStage):
             ctx.before_converge()
         except SecretError as exc:
             return {name: StageResult(False, f"munge key: {exc}") for name in nodes}
+        # Facts are cached between runs (ansible/scale.py): a machine not yet configured (new, or
+        # replaced under the same name) gathers its own.
+        forget_facts(ctx.paths.state, [n for n in nodes if not ctx.journal.is_done(n, "configured")])
         run = PlaybookRun(
             self.playbook,
             ctx.hosts_file,
             ctx.paths.run,
             limit=nodes,
-            secrets=ctx.secrets(),
+            # A callable: the munge key may be created by this very run (PlaybookRun asks again).
+            secrets=ctx.secrets,
             on_update=ctx.board.host,
             env=ctx.env(),
         )
@@ -158,14 +170,12 @@ class ConfigureStage(BaseStage):
             result = run.run()
         finally:
             self._run = None
-        # The munge key may have been created (or read from the controller) by this very run: scrub
-        # again with it known, and keep it with the cluster.
-        run.secrets = ctx.secrets()
+        # The munge key may have been created (or read from the controller) by this very run (the run
+        # scrubbed its artifacts with it at its end): keep it with the cluster.
         try:
             ctx.after_converge()
         except SecretError as exc:
             ctx.board.note(ctx.spec.stack, f"munge key: {exc}")
-        run.scrub(run.run_dir / "artifacts" / "run")
         out: dict[str, StageResult] = {}
         failed_heads = [h.name for h in ctx.heads() if h.name in nodes and not result.host_ok(h.name)]
         for name in nodes:

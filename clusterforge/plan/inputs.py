@@ -158,9 +158,16 @@ def read_plays(root: Path, playbook: str = SITE_PLAYBOOK) -> list[Play]:
     return plays
 
 
+# Groups a run makes (group_by) and the inventory group their hosts come from: a play on one may
+# apply its roles to any host of that group. Role node_image sorts gpu_nodes into these two
+# (playbooks/node_software.yml: the node software runs on node_software_needed).
+RUN_GROUPS: Mapping[str, str] = {"node_software_needed": "gpu_nodes", "node_software_baked": "gpu_nodes"}
+
+
 def node_groups(node: Node) -> set[str]:
-    """The inventory groups a host is in (inventory.render_hosts)."""
-    return {"all", ROLE_GROUPS.get(node.role, ""), f"pool_{node.pool.replace('-', '_')}", node.name}
+    """The inventory groups a host is in (inventory.render_hosts), and the run's groups it may join."""
+    groups = {"all", ROLE_GROUPS.get(node.role, ""), f"pool_{node.pool.replace('-', '_')}", node.name}
+    return groups | {made for made, source in RUN_GROUPS.items() if source in groups}
 
 
 def roles_for(plays: list[Play], node: Node) -> dict[str, list[dict[str, Any]]]:

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from clusterforge.ansible.runner import PlaybookRun
 from clusterforge.cluster_secrets import SecretError
+from clusterforge.images.boot import boot_digests
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.pipeline.context import Options, StackContext
 from clusterforge.pipeline.display import Board
@@ -125,7 +126,13 @@ class ClusterSteps:
         outputs_of = getattr(self.provider, "stack_outputs", None)
         outputs = outputs_of(self.spec) if callable(outputs_of) else None
         write_inventory(
-            render_inventory(self.spec, list(live.values()), ctx.paths.munge_key, outputs=outputs),
+            render_inventory(
+                self.spec,
+                list(live.values()),
+                ctx.paths.munge_key,
+                outputs=outputs,
+                image_digests=boot_digests(self.spec, lambda _node, _line: None),
+            ),
             ctx.paths.inventory,
         )
         targets = [n for n in nodes if n not in missing]
@@ -142,13 +149,11 @@ class ClusterSteps:
             ctx.hosts_file,
             ctx.paths.run,
             limit=targets,
-            secrets=ctx.secrets(),
+            secrets=ctx.secrets,
             env=ctx.env(),
         )
         result = run.run()
-        run.secrets = ctx.secrets()
-        run.scrub(run.run_dir / "artifacts" / "run")
-        ctx.after_converge()
+        ctx.after_converge()  # the run scrubbed its artifacts with a key it created; keep it
         ctx.journal = fresh_journal(self.spec.stack)  # certify wrote through its own instance
         for name in targets:
             if result.host_ok(name):

@@ -170,6 +170,13 @@ class NodePool(_Strict):
         description="Sockets, cores per socket and threads per core of the instance type, from `slurmd -C` on one "
         "node; unset: the hardware catalogue's (Slurm >= 24.11 refuses GPU nodes without one)",
     )
+    image: Literal["base", "baked"] = Field(
+        "base",
+        description="base: boot the OS image and converge the node software on every node; baked: boot the "
+        "image `invoke image.bake` built for this pool (node software installed and checked once), so nodes "
+        "run only the cluster part at boot. A baked image that no longer fits the spec is said by `plan`; "
+        "its nodes then converge in full",
+    )
 
 
 # --- network and storage ----------------------------------------------------------------------
@@ -501,6 +508,33 @@ class State(_Strict):
         return value
 
 
+# --- configuring many nodes ------------------------------------------------------------------
+
+
+class AnsibleSettings(_Strict):
+    """How the workstation drives Ansible (clusterforge/ansible/scale.py)."""
+
+    forks: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="Hosts Ansible works on at once. Unset: 16 per workstation CPU (at least 10), "
+        "never above max_forks",
+    )
+    max_forks: int = Field(
+        128,
+        ge=1,
+        le=4096,
+        description="Upper bound on forks (each is a Python process on the workstation, tens of MB)",
+    )
+    fact_cache_timeout_s: int = Field(
+        86400,
+        ge=0,
+        le=30 * 86400,
+        description="How long gathered facts are reused (jsonfile cache under the stack's state); 0 never expires",
+    )
+
+
 # --- the spec -------------------------------------------------------------------------------
 
 
@@ -518,6 +552,7 @@ class ClusterSpec(_Strict):
     certification: Certification = Certification()
     rollout: Rollout = Rollout()
     state: State = State()
+    ansible: AnsibleSettings = AnsibleSettings()
     suppress_checks: list[str] = Field(default_factory=list, description="Spec check ids to silence")
 
     def pool(self, name: str) -> NodePool:

@@ -66,6 +66,7 @@ def build_plan(
         return inputs
 
     old = from_ref(base, "--base") if base else _applied(cluster, fallback_base, from_ref, notes)
+    notes += image_notes(cluster, root)
     state = LiveState()
     if live:
         state = live_state(cluster, provider or get_provider(cluster), runner, previewer)
@@ -97,6 +98,21 @@ def _applied(
     except StateError as exc:
         raise PlanError(str(exc)) from None
     return from_ref(fallback, "--fallback-base")
+
+
+def image_notes(cluster: ClusterSpec, root: Path) -> list[str]:
+    """One note per pool whose baked image does not fit the spec (`invoke image.bake`), or why
+    that could not be told; nothing for pools on the base image."""
+    from clusterforge.images.boot import baked_pools, stale_images, stale_notes
+    from clusterforge.images.record import load_records
+
+    if not baked_pools(cluster):
+        return []
+    try:
+        records = load_records(cluster.stack)
+        return stale_notes(cluster, stale_images(cluster, records, root), records)
+    except Exception as exc:  # noqa: BLE001 - a plan never fails on this: it says what it could not tell
+        return [f"baked images not checked ({type(exc).__name__}: {exc})"]
 
 
 @task(

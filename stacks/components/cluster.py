@@ -112,11 +112,15 @@ def _pool_args(
 
 
 def build_cluster(
-    spec: ClusterSpec, recorded_ami: str | None = None, allow_replace: frozenset[str] = frozenset()
+    spec: ClusterSpec,
+    recorded_ami: str | None = None,
+    allow_replace: frozenset[str] = frozenset(),
+    pool_images: dict[str, str] | None = None,
 ) -> Cluster:
     """The whole program; ``recorded_ami`` is the stack config's ``clusterforge:ami``;
     ``allow_replace`` names data-holding resources this run may replace (``clusterforge:allow-replace``,
-    set by the driver only for an `invoke up --allow-replace NAME`): everything else is protected."""
+    set by the driver only for an `invoke up --allow-replace NAME`): everything else is protected;
+    ``pool_images`` the AMI each pool with ``image: baked`` boots (`invoke image.bake`)."""
     provider = aws_provider(spec)
     stack = spec.stack
     tags = base_tags(stack)
@@ -203,7 +207,15 @@ def build_cluster(
     pools = [
         NodePool(
             f"{stack}-{p.name}",
-            _pool_args(spec, p, network.gpu_subnet_id, node_groups, network, iam, image),
+            _pool_args(
+                spec,
+                p,
+                network.gpu_subnet_id,
+                node_groups,
+                network,
+                iam,
+                (pool_images or {}).get(p.name, image),
+            ),
         )
         for p in spec.node_pools
         if p.role == "gpu"

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from clusterforge.inventory import Inventory, render_inventory, write_inventory
+from clusterforge.plan.inputs import RUN_GROUPS
 from clusterforge.providers.aws.inventory import nodes_from_outputs
 from clusterforge.providers.base import Node
 from clusterforge.spec.loader import load_spec, stack_path
@@ -198,7 +199,8 @@ def preflight_verdicts(spec: ClusterSpec, outputs: dict[str, Any], work: Path) -
     tasks = []
     for playbook in PLAYBOOKS:
         for pattern, role, role_vars in _role_entries(REPO / "playbooks" / playbook):
-            for host in sample.get(pattern, []):
+            # A group the run makes (group_by) holds hosts of an inventory group.
+            for host in sample.get(RUN_GROUPS.get(pattern, pattern), []):
                 tasks.append(_case(host, role, role_vars, spec.software.os_image, hostvars[host]))
     targets = sorted({h for members in sample.values() for h in members})
     # playbook_dir/../validators is where validators_runtime finds the suite.
@@ -304,8 +306,12 @@ def _local_nodes() -> list[Node]:
 def test_the_aws_only_roles_run_before_what_needs_them() -> None:
     software = [(h, r) for h, r, _ in _role_entries(REPO / "playbooks" / "node_software.yml")]
     cluster = [(h, r) for h, r, _ in _role_entries(REPO / "playbooks" / "cluster.yml")]
-    # /scratch on the compute nodes before enroot's folders (and validators_runtime, in cluster.yml).
-    assert software.index(("gpu_nodes", "local_scratch")) < software.index(("gpu_nodes", "container_runtime"))
+    # /scratch on the compute nodes (every machine) before enroot's folders and validators_runtime
+    # (the node software, skipped on nodes whose baked image holds it).
+    assert ("gpu_nodes", "local_scratch") in software
+    roles = [r for _, r in software]
+    assert roles.index("local_scratch") < roles.index("container_runtime") < roles.index("validators_runtime")
+    assert ("node_software_needed", "container_runtime") in software
     # Names in /etc/hosts on every node before Slurm.
     first_slurm = min(i for i, (_, role) in enumerate(cluster) if role == "slurm")
     assert cluster.index(("all", "cluster_hosts")) < first_slurm

@@ -21,6 +21,8 @@ from clusterforge.providers.local.config import COLLECTIONS_PATH, write_podman_c
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_PLAYBOOK = REPO / "playbooks" / "cluster.yml"
+# cluster.yml then the validators runtime (node software since issue 24: node_software.yml).
+CLUSTER_VALIDATORS_PLAYBOOK = REPO / "tests" / "roles" / "playbooks" / "cluster_validators.yml"
 CERTIFY_PLAYBOOK = REPO / "playbooks" / "certify.yml"
 REMOTE_TMP = "/var/tmp/.ansible-tmp"  # not /tmp: a tmpfs the podman connection cannot copy into
 TORCH_ON_NODE = "/opt/clusterforge/torch"

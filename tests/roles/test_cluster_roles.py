@@ -25,6 +25,7 @@ from tests.fixtures.nodes import LocalStack
 from tests.roles.cluster_play import (
     CERTIFY_PLAYBOOK,
     CLUSTER_PLAYBOOK,
+    CLUSTER_VALIDATORS_PLAYBOOK,
     REPO,
     TORCH_ON_NODE,
     PlayOutcome,
@@ -92,9 +93,9 @@ def cluster(container_stack: Callable[..., LocalStack], tmp_path_factory: pytest
     )
     variables.update(pyxis_version=PYXIS, pyxis_source_url=f"file://{tarball}")
     inventory = write_inventory(work / "inventory", stack.nodes, variables)
-    first = run_play(work / "run1", CLUSTER_PLAYBOOK, inventory)
+    first = run_play(work / "run1", CLUSTER_VALIDATORS_PLAYBOOK, inventory)
     assert first.rc == 0, first.explain()
-    second = run_play(work / "run2", CLUSTER_PLAYBOOK, inventory)
+    second = run_play(work / "run2", CLUSTER_VALIDATORS_PLAYBOOK, inventory)
     assert second.rc == 0, second.explain()
     return Cluster(stack, first, second, munge_key, inventory, work, torch)
 

@@ -160,6 +160,7 @@ async def program(
     ssm_ami: str = MOCK_AMI,
     recorded_ami: str | None = None,
     allow_replace: frozenset[str] = frozenset(),
+    pool_images: dict[str, str] | None = None,
 ) -> Graph:
     """Run the whole program for ``spec`` under the mocks; the recorded resource graph.
 
@@ -168,12 +169,14 @@ async def program(
     input runs once per session and later tests get the same recorded graph."""
     from components.cluster import build_cluster
 
-    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami, sorted(allow_replace)])
+    key = json.dumps([spec.model_dump_json(), ssm_ami, recorded_ami, sorted(allow_replace), pool_images])
     if key not in _GRAPHS:
         MOCKS.reset()
         MOCKS.ssm_ami = ssm_ami
         try:
-            cluster = build_cluster(spec, recorded_ami=recorded_ami, allow_replace=allow_replace)
+            cluster = build_cluster(
+                spec, recorded_ami=recorded_ami, allow_replace=allow_replace, pool_images=pool_images
+            )
             _GRAPHS[key] = await settle(
                 [cluster.network, cluster.storage, cluster.iam, cluster.head, *cluster.pools]
             )

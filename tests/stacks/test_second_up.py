@@ -247,3 +247,17 @@ def test_instance_role_trusts_the_partitions_ec2_principal():
 def test_pool_model_keeps_the_new_keys_optional():
     pool = NodePool(name="gpu", role="gpu", instance_type="p5.48xlarge", count=1)
     assert pool.launch_template_version is None
+
+
+@pulumi.runtime.test
+def test_a_baked_pool_boots_its_own_ami_and_the_rest_the_stacks():
+    async def check():
+        spec = _gpu(load_example("prod"), image="baked")
+        graph = await program(spec, recorded_ami=MOCK_AMI, pool_images={"gpu": NEW_AMI})
+        assert _template(graph, "prod-gpu").inputs["imageId"] == NEW_AMI
+        others = {
+            lt.name: lt.inputs["imageId"] for lt in graph.of(p.LAUNCH_TEMPLATE) if lt.name != "prod-gpu"
+        }
+        assert others and set(others.values()) == {MOCK_AMI}  # the head keeps the stack's AMI
+
+    return check()

@@ -72,7 +72,29 @@ class LocalProvider:
                 "local provider preflight failed:\n" + "\n".join(f"  {p.render()}" for p in errors)
             )
         tag = self.image(spec, progress)
-        return nodes_mod.create(self.engine(spec), spec, tag, progress, apt_cache=self.apt_cache)
+        baked = self.baked_images(spec, progress)
+        return nodes_mod.create(
+            self.engine(spec), spec, tag, progress, apt_cache=self.apt_cache, pool_images=baked
+        )
+
+    def baked_images(self, spec: ClusterSpec, progress: Progress = no_progress) -> dict[str, str]:
+        """pool -> the baked image its nodes boot (pools with ``image: baked``; `invoke image.bake`)."""
+        from clusterforge.images.boot import BakeNeeded, boot_images
+        from clusterforge.images.record import ImageRecordError
+
+        try:
+            baked = boot_images(spec)
+        except (BakeNeeded, ImageRecordError) as exc:
+            raise ProviderError(str(exc)) from None
+        engine = self.engine(spec)
+        for pool, tag in sorted(baked.items()):
+            if not engine.image_exists(tag):
+                raise ProviderError(
+                    f"node_pools[{pool}].image: baked, but the recorded image {tag} is not in {engine.name}'s "
+                    f"storage (removed?): run `invoke image.bake --stack {spec.stack}` again"
+                )
+            progress(IMAGE_PROGRESS, f"pool {pool} boots baked {tag}")
+        return baked
 
     def nodes(self, spec: ClusterSpec) -> list[Node]:
         return nodes_mod.nodes(self.engine(spec), spec)

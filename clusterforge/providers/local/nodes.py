@@ -170,6 +170,12 @@ def _address(info: dict[str, Any], network: str) -> str:
     return live or str((info.get("Config", {}).get("Labels") or {}).get(LABEL_ADDRESS, ""))
 
 
+def taken_addresses(engine: Engine, spec: ClusterSpec) -> set[str]:
+    """The addresses the stack's containers (any state) hold on its network."""
+    network = network_name(spec.stack)
+    return {a for a in (_address(i, network) for i in _inspect_by_node(engine, spec.stack).values()) if a}
+
+
 def plan(engine: Engine, spec: ClusterSpec) -> list[PlannedNode]:
     existing = _inspect_by_node(engine, spec.stack)
     planned = []
@@ -230,8 +236,15 @@ def wait_booted(engine: Engine, container: str, timeout: float = BOOT_TIMEOUT_S)
 
 
 def create(
-    engine: Engine, spec: ClusterSpec, image: str, progress: Progress, apt_cache: bool = True
+    engine: Engine,
+    spec: ClusterSpec,
+    image: str,
+    progress: Progress,
+    apt_cache: bool = True,
+    pool_images: dict[str, str] | None = None,
 ) -> list[Node]:
+    """Create what is missing of the stack; a new node boots ``pool_images[pool]`` (a baked image)
+    where its pool has one, else ``image`` (the base node image)."""
     ensure_network(engine, spec)
     ensure_volumes(engine, spec, apt_cache)
     existing = _inspect_by_node(engine, spec.stack)
@@ -253,7 +266,8 @@ def create(
         if info is None:
             progress(node.name, f"creating container ({hosts[node.name]})")
             try:
-                engine.run(*run_argv(engine, spec, node, image, apt_cache, hosts[node.name], hosts))
+                boots = (pool_images or {}).get(node.pool, image)
+                engine.run(*run_argv(engine, spec, node, boots, apt_cache, hosts[node.name], hosts))
             except EngineError as exc:
                 if "already in use" in exc.stderr:
                     raise ProviderError(
