@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +69,7 @@ def main() -> int:
         raise SystemExit(f"--image baked: stack {args.baked_from} has no baked image (invoke image.bake)")
     work = Path(tempfile.mkdtemp(prefix="cf-converge-"))
     os.environ["CLUSTERFORGE_STATE_DIR"] = str(work / "state")  # each run's journal and facts: fresh
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []  # one JSON row per converge (numbers and the forks' text)
     for rep in range(args.repeat):
         for n in sizes:
             stack = f"cv{os.getpid() % 10000}n{n}r{rep}"
@@ -137,16 +138,16 @@ def main() -> int:
     )
     for n in sizes:
         mine = [r for r in rows if r["nodes"] == n]
-        walls = [float(r["wall_s"]) for r in mine]  # type: ignore[arg-type]
-        per = [float(r["per_node_s"]) for r in mine]  # type: ignore[arg-type]
+        walls = [float(r["wall_s"]) for r in mine]
+        per = [float(r["per_node_s"]) for r in mine]
         print(
             f"{n:>5} {len(mine):>4} {mine[0]['forks']:>5} {statistics.median(walls):>10.1f} {min(walls):>7.1f} "
-            f"{max(walls):>7.1f} {statistics.median(per):>10.1f} {max(int(r['second_changed']) for r in mine):>11}"  # type: ignore[call-overload]
+            f"{max(walls):>7.1f} {statistics.median(per):>10.1f} {max(int(r['second_changed']) for r in mine):>11}"
         )
     top = [r for r in rows if r["nodes"] == sizes[-1]]
     print(
-        f"converge scale: {sizes[-1]} nodes {statistics.median(float(r['per_node_s']) for r in top):.1f} s/node median "  # type: ignore[arg-type]
-        f"(forks {top[0]['forks']}), second converge {max(int(r['second_changed']) for r in top)} changes"  # type: ignore[call-overload]
+        f"converge scale: {sizes[-1]} nodes {statistics.median(float(r['per_node_s']) for r in top):.1f} s/node median "
+        f"(forks {top[0]['forks']}), second converge {max(int(r['second_changed']) for r in top)} changes"
     )
     return 0 if all(r["rc"] == 0 and r["second_rc"] == 0 for r in rows) else 1
 

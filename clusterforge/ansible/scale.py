@@ -124,7 +124,8 @@ def forget_facts(state_dir: Path, hosts: Iterable[str]) -> list[str]:
         return []
     dropped = set()
     for path in folder.iterdir():
-        for host in {path.name, _CACHE_FILE.match(path.name).group("host")} & wanted:  # type: ignore[union-attr]
+        match = _CACHE_FILE.match(path.name)
+        for host in {path.name, match.group("host") if match else path.name} & wanted:
             path.unlink(missing_ok=True)
             dropped.add(host)
     return sorted(dropped)

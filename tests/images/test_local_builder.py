@@ -28,7 +28,7 @@ class RecordingEngine(Engine):
     def run(self, *args: str, check: bool = True, **_kw: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append(args)
         rc = 0 if args[:2] != ("image", "inspect") or args[2] in self.images else 1
-        return subprocess.CompletedProcess(["podman", *args], rc, "", "")
+        return subprocess.CompletedProcess(list(args), rc, "", "")  # nothing is started
 
 
 def _setup(images: set[str] | None = None) -> tuple[RecordingEngine, LocalBuilder, Any]:

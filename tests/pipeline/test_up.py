@@ -232,6 +232,7 @@ class RebootingProvider(FakeProvider):
         return ["node-001"], {"node-003": "SSM agent not online after 1800 s (instance id-node-003)"}
 
 
+@pytest.mark.slow  # the pipeline end to end with ansible-playbook
 def test_nodes_the_driver_left_a_reboot_are_rebooted_and_converged_again(world: dict) -> None:
     provider = RebootingProvider()
     world["seams"].provider = provider
