@@ -18,6 +18,7 @@ from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
 from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
+from clusterforge.providers.local.share import CGROUP_PARENT, CPU_WEIGHT, Share, node_shares
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
 
@@ -28,6 +29,7 @@ LABEL_ROLE = "clusterforge.role"
 LABEL_TYPE = "clusterforge.instance_type"
 LABEL_CACHE = "clusterforge.cache"
 LABEL_ADDRESS = "clusterforge.address"
+LABEL_SHARE = "clusterforge.share"  # the share the node was given (Share.label), for people and `up`
 
 APT_CACHE_VOLUME = "clusterforge-apt-cache"
 BOOT_TIMEOUT_S = 180.0
@@ -110,8 +112,9 @@ def run_argv(
     apt_cache: bool,
     address: str = "",
     hosts: dict[str, str] | None = None,
+    share: Share | None = None,
 ) -> list[str]:
-    """The ``<engine> run`` arguments for one node container."""
+    """The ``<engine> run`` arguments for one node container (``share``: its CPU and memory)."""
     labels = {
         LABEL_STACK: spec.stack,
         LABEL_NODE: node.name,
@@ -131,6 +134,14 @@ def run_argv(
             argv += ["--add-host", f"{peer}:{peer_address}"]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
+    if share is not None:
+        argv += [
+            "--cgroup-parent",
+            CGROUP_PARENT,
+            *share.engine_args(),
+            "--label",
+            f"{LABEL_SHARE}={share.label}",
+        ]
     # NET_ADMIN: the network checks and fault injection use tc inside the node's own namespace.
     argv += ["--cap-add", "NET_ADMIN"]
     if engine.name == "podman":
@@ -227,9 +238,42 @@ def wait_booted(engine: Engine, container: str, timeout: float = BOOT_TIMEOUT_S)
     )
 
 
+def current_share(info: dict[str, Any]) -> Share:
+    """The share a container has now, from ``inspect`` (quota / period, cpuset, memory limit)."""
+    host = info.get("HostConfig") or {}
+    quota, period = int(host.get("CpuQuota") or 0), int(host.get("CpuPeriod") or 0)
+    nano = int(host.get("NanoCpus") or 0)
+    cpus = nano / 1e9 if nano else (quota / period if quota > 0 and period > 0 else 0.0)
+    return Share(round(cpus, 3), int(host.get("Memory") or 0) >> 20, str(host.get("CpusetCpus") or ""))
+
+
+def ensure_share(engine: Engine, container: str, info: dict[str, Any] | None, share: Share) -> str:
+    """Give a running container its share (``<engine> update``) unless it has it; what was done."""
+    host = (info or {}).get("HostConfig") or {}
+    weighted = int(host.get("CpuShares") or 0) == CPU_WEIGHT
+    if info is not None and current_share(info) == share and weighted:
+        return ""
+    engine.run("update", *share.engine_args(), container)
+    was = current_share(info).label if info is not None else "unknown"
+    done = f"share set to {share.label} (was {was})"
+    if str(host.get("CgroupParent") or "") != CGROUP_PARENT:
+        # The parent is fixed at creation: a node made before shares is capped, but still weighs as one
+        # process beside the machine's own on a busy machine.
+        done += "; made before nodes had their own cgroup: `invoke down` and `up` again to give it one"
+    return done
+
+
+def shares_for(spec: ClusterSpec) -> dict[str, Share]:
+    try:
+        return node_shares(spec)
+    except ValueError as exc:  # ShareError: the machine cannot hold the nodes; preflight says so first
+        raise ProviderError(f"local provider: {exc}") from None
+
+
 def create(
     engine: Engine, spec: ClusterSpec, image: str, progress: Progress, apt_cache: bool = True
 ) -> list[Node]:
+    shares = shares_for(spec)
     ensure_network(engine, spec)
     ensure_volumes(engine, spec, apt_cache)
     existing = _inspect_by_node(engine, spec.stack)
@@ -247,10 +291,12 @@ def create(
     hosts = {name: address for name, address in hosts.items() if address}
     for node in defs:
         info = existing.get(node.name)
+        share = shares.get(node.name)
         if info is None:
-            progress(node.name, f"creating container ({hosts[node.name]})")
+            what = f"; {share.label}" if share else ""
+            progress(node.name, f"creating container ({hosts[node.name]}{what})")
             try:
-                engine.run(*run_argv(engine, spec, node, image, apt_cache, hosts[node.name], hosts))
+                engine.run(*run_argv(engine, spec, node, image, apt_cache, hosts[node.name], hosts, share))
             except EngineError as exc:
                 if "already in use" in exc.stderr:
                     raise ProviderError(
@@ -258,11 +304,16 @@ def create(
                         f"{spec.stack!r}: remove or rename it (`{engine.name} rm {node.container}`)"
                     ) from exc
                 raise
-        elif _state(info) != "running":
-            progress(node.name, f"starting existing container ({_state(info)})")
-            engine.run("start", node.container)
         else:
-            progress(node.name, "already running")
+            if _state(info) != "running":
+                progress(node.name, f"starting existing container ({_state(info)})")
+                engine.run("start", node.container)
+            else:
+                progress(node.name, "already running")
+            # The node count changed (or a quota was changed by hand): every node gets its share again.
+            done = ensure_share(engine, node.container, info, share) if share else ""
+            if done:
+                progress(node.name, done)
 
     def boot(node: NodeDef) -> str:
         state = wait_booted(engine, node.container)
