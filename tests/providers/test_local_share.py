@@ -110,10 +110,12 @@ class UpdateRecorder(Engine):
 
 
 # `podman inspect` HostConfig of a node container run with its share (--cgroup-parent / --cpus 0.5
-# --cpu-shares 65536 --memory 2048m): podman 4.3 here records the quota and period, docker NanoCpus.
+# --cpu-shares 65536 --memory 2048m); podman 4.3 here records NanoCpus and the quota and period,
+# docker NanoCpus only (podman measured with 0.5 CPU and --cpu-shares 16384: "CpuShares": 16384,
+# "CpuQuota": 50000, "CpuPeriod": 100000, "NanoCpus": 500000000, "CgroupParent": "/").
 PODMAN_HALF = {
     "HostConfig": {
-        "CpuQuota": 50000, "CpuPeriod": 100000, "CpuShares": 65536, "Memory": 2147483648,
+        "CpuQuota": 50000, "CpuPeriod": 100000, "NanoCpus": 500000000, "CpuShares": 65536, "Memory": 2147483648,
         "CpusetCpus": "", "CgroupParent": "/",
     }
 }  # fmt: skip
@@ -135,15 +137,19 @@ def test_up_gives_an_existing_node_its_share_again_only_when_it_changed(info: di
     assert engine.calls == [
         ("update", "--cpus", "0.375", "--cpu-shares", "65536", "--memory", "2048m", "local-node-001")
     ]
-    assert done == "share set to 0.375 CPU, 2048 MiB (was 0.5 CPU, 2048 MiB)"
+    assert (
+        done
+        == "share set to 0.375 CPU, 2048 MiB (made with 0.5 CPU, 2048 MiB: `invoke down` and `up` make it its own)"
+    )
 
 
 def test_a_node_made_before_shares_is_capped_and_told_how_to_get_its_own_cgroup() -> None:
     old = {"HostConfig": {"CpuQuota": 0, "CpuPeriod": 0, "CpuShares": 0, "Memory": 0, "CgroupParent": ""}}
     engine = UpdateRecorder()
     done = nodes_mod.ensure_share(engine, "local-node-001", old, Share(0.375, 2048))
-    assert engine.calls and done.startswith("share set to 0.375 CPU, 2048 MiB (was 0 CPU, 0 MiB)")
-    assert "`invoke down` and `up` again" in done
+    assert engine.calls and done.startswith(
+        "share set to 0.375 CPU, 2048 MiB (made with 0 CPU, 0 MiB, under the engine"
+    )
 
 
 def test_slurm_node_lines_declare_the_share(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

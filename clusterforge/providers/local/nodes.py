@@ -248,19 +248,23 @@ def current_share(info: dict[str, Any]) -> Share:
 
 
 def ensure_share(engine: Engine, container: str, info: dict[str, Any] | None, share: Share) -> str:
-    """Give a running container its share (``<engine> update``) unless it has it; what was done."""
+    """Give a running container its share (``<engine> update``) unless it was made with it; what was done.
+
+    ``inspect`` shows what a container was made with: podman 4.3's ``update`` changes the cgroup but
+    not the container's configuration (measured here: after ``update --cpus 0.25`` inspect still said
+    0.5), so a restart brings the old share back, and it is given again on every ``up``; the message
+    says how to make it the container's own."""
     host = (info or {}).get("HostConfig") or {}
     weighted = int(host.get("CpuShares") or 0) == CPU_WEIGHT
-    if info is not None and current_share(info) == share and weighted:
+    rooted = str(host.get("CgroupParent") or "") == CGROUP_PARENT
+    if info is not None and current_share(info) == share and weighted and rooted:
         return ""
     engine.run("update", *share.engine_args(), container)
     was = current_share(info).label if info is not None else "unknown"
-    done = f"share set to {share.label} (was {was})"
-    if str(host.get("CgroupParent") or "") != CGROUP_PARENT:
-        # The parent is fixed at creation: a node made before shares is capped, but still weighs as one
-        # process beside the machine's own on a busy machine.
-        done += "; made before nodes had their own cgroup: `invoke down` and `up` again to give it one"
-    return done
+    return (
+        f"share set to {share.label} (made with {was}{'' if rooted else ', under the engine cgroup'}: "
+        "`invoke down` and `up` make it its own)"
+    )
 
 
 def shares_for(spec: ClusterSpec) -> dict[str, Share]:
@@ -310,7 +314,7 @@ def create(
                 engine.run("start", node.container)
             else:
                 progress(node.name, "already running")
-            # The node count changed (or a quota was changed by hand): every node gets its share again.
+            # The node count changed since the node was made: it gets its new share.
             done = ensure_share(engine, node.container, info, share) if share else ""
             if done:
                 progress(node.name, done)
