@@ -242,8 +242,8 @@ def current_share(info: dict[str, Any]) -> Share:
     """The share a container has now, from ``inspect`` (quota / period, cpuset, memory limit)."""
     host = info.get("HostConfig") or {}
     quota, period = int(host.get("CpuQuota") or 0), int(host.get("CpuPeriod") or 0)
-    nano = int(host.get("NanoCpus") or 0)
-    cpus = nano / 1e9 if nano else (quota / period if quota > 0 and period > 0 else 0.0)
+    nano = int(host.get("NanoCpus") or 0)  # docker's --cpus (podman fills it in beside quota and period)
+    cpus = quota / period if quota > 0 and period > 0 else nano / 1e9
     return Share(round(cpus, 3), int(host.get("Memory") or 0) >> 20, str(host.get("CpusetCpus") or ""))
 
 
