@@ -12,6 +12,10 @@ node (its min over its median, the worst node). The gap a healthy node may show 
 the two; the catalogue's fail gap for the type should sit well outside it. The last line, for
 scripts: `fleet spread: metrics M, worst healthy gap G % (METRIC), runs R`.
 
+Container nodes have a fixed share of the machine (providers/local/share.py) and every sample keeps
+it: only samples of one share are compared (``--share LABEL``; default the newest sample's), and the
+header says how many of other shares were left out.
+
 Machines are shared and noisy: read the ratios, measured side by side in one run.
 """
 
@@ -39,17 +43,28 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--type", default="local", help="instance type (the baseline file's name)")
     ap.add_argument("--certify", type=int, default=0, metavar="K", help="certify the stack K times first")
     ap.add_argument("--baseline", type=Path, help="read this baseline file instead of the stack's")
+    ap.add_argument(
+        "--share", help='only samples of this share, e.g. "0.375 CPU, 2048 MiB" (default: the newest)'
+    )
     args = ap.parse_args(argv)
     for i in range(args.certify):
         rc = subprocess.run([INVOKE, "certify", "--stack", args.stack], cwd=ROOT, check=False).returncode
         print(f"certification {i + 1}/{args.certify}: exit {rc}", flush=True)
     path = args.baseline or stack_dir(args.stack) / "baselines" / f"{args.type}.json"
     baseline = read_baseline(path)
+    every = [s for h in baseline.metrics.values() for s in h.samples]
+    share = args.share if args.share is not None else max(every, key=lambda s: s.time).share if every else ""
+    for history in baseline.metrics.values():
+        history.samples = [s for s in history.samples if s.share == share]
     runs = {s.run for h in baseline.metrics.values() for s in h.samples}
+    left_out = len(every) - sum(len(h.samples) for h in baseline.metrics.values())
     print(f"baseline {path}: {len(baseline.metrics)} metric(s), {len(runs)} run(s)")
+    print(f"share: {share or 'none recorded'}; {left_out} sample(s) of other shares left out")
     print(f"{'metric':<34} {'node':<20} {'n':>3} {'min':>9} {'median':>9} {'max':>9} {'min/med':>7}")
     worst = (0.0, "")
     for metric, history in sorted(baseline.metrics.items()):
+        if not history.samples:
+            continue
         by_node: dict[str, list[float]] = defaultdict(list)
         for s in history.samples:
             by_node[s.node].append(s.value)

@@ -24,6 +24,7 @@ from clusterforge.catalog.torch_builds import spec_torch
 from clusterforge.journal import write_atomic
 from clusterforge.providers.aws import role_vars as aws_role_vars
 from clusterforge.providers.base import Node
+from clusterforge.providers.local.share import ShareError, node_shares
 from clusterforge.spec.models import ClusterSpec, CpuTopology
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -113,15 +114,20 @@ def slurm_vars(
     heads = sorted((n for n in nodes if n.role == "head"), key=lambda n: n.name)
     compute = sorted((n for n in nodes if n.role == "gpu"), key=lambda n: n.name)
     container = any(hw[n.instance_type].container for n in compute + heads if n.instance_type in hw)
+    try:
+        shares = node_shares(spec, hw)  # container nodes: what each one is given of this machine
+    except ShareError:
+        shares = {}  # the provider's preflight refuses such a stack before anything is rendered
     slurm_nodes = []
     topologies = {p.name: cpu_topology(p.cpu_topology, hw.get(p.instance_type)) for p in spec.node_pools}
     for n in compute:
         it = hw[n.instance_type]
+        share = shares.get(n.name)
         entry: dict[str, Any] = {
             "name": n.name,
             "address": n.address,
-            "cpus": it.vcpus,
-            "real_memory_mb": real_memory_mb(it.memory_mib),
+            "cpus": share.slurm_cpus if share else it.vcpus,
+            "real_memory_mb": real_memory_mb(share.memory_mib if share else it.memory_mib),
             "gpu_count": it.gpu.count if it.gpu else 0,
             "hold": True,
         }
@@ -153,8 +159,9 @@ def slurm_vars(
         **slurm_install_vars(spec, munge_key_file),
     }
     if container:
-        # Container nodes: no writable cgroup hierarchy and floors, not real sizes, in the catalogue
-        # (ENVIRONMENT.md: linuxproc + task/none + cgroup/v1 on Slurm 22.05 without cgroup control).
+        # Container nodes: no writable cgroup hierarchy (ENVIRONMENT.md: linuxproc + task/none + cgroup/v1
+        # on Slurm 22.05 without cgroup control); slurmd sees the whole machine, so the node lines (each
+        # container's share) are taken as they are (config_overrides).
         out.update(
             slurm_proctrack_type="proctrack/linuxproc",
             slurm_task_plugin="task/none",

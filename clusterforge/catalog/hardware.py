@@ -211,6 +211,23 @@ class FleetRules(_Judged):
         return self
 
 
+class ContainerShare(_Judged):
+    """How a container type divides this machine among a stack's nodes (the local provider).
+
+    A real node has its own processors; container nodes share this machine's, so each gets a fixed
+    share: every compute node the same CPU quota, the machine's cores less ``head_cpus`` per head
+    (or login) node and ``workstation_cpus`` for the machine's own work (Ansible, invoke, the
+    engine), divided by the compute nodes; with a whole core or more each, whole cores of its own
+    too (a cpuset). Memory: the type's ``memory_mib`` per compute node, ``head_memory_mib`` per
+    head. clusterforge/providers/local/share.py computes it."""
+
+    head_cpus: float = Field(gt=0, description="CPU quota of a head or login node (slurmctld, munge)")
+    head_memory_mib: int = Field(ge=256, description="Memory limit of a head or login node")
+    workstation_cpus: float = Field(ge=0, description="Cores left to this machine's own work")
+    min_cpus: float = Field(gt=0, description="A compute share under this is refused at preflight")
+    source: list[str] = Field(min_length=1)
+
+
 class InstanceType(_Data):
     name: str
     provider: Literal["aws", "local", "static"]  # static: a bare-metal system (a static spec picks it)
@@ -222,6 +239,9 @@ class InstanceType(_Data):
     network: NetworkSpec
     thresholds: Thresholds = Thresholds()
     fleet: FleetRules | None = Field(None, description="Fleet-judging gaps; None: fleet_defaults")
+    share: ContainerShare | None = Field(
+        None, description="Container types: each node's share of the machine"
+    )
     source: list[str] = Field(min_length=1, description="Sources for vcpus and memory")
     note: str = ""
 
@@ -231,6 +251,15 @@ class InstanceType(_Data):
             raise ValueError(
                 f"{self.name}: cpu {self.cpu.sockets} sockets x {self.cpu.cores_per_socket} cores x "
                 f"{self.cpu.threads_per_core} threads = {self.cpu.vcpus}, not vcpus {self.vcpus}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _share_for_containers(self) -> InstanceType:
+        if self.container != (self.share is not None):
+            raise ValueError(
+                f"{self.name}: a container type needs a 'share' block (how it divides the machine), "
+                "and only a container type may have one"
             )
         return self
 
@@ -324,6 +353,8 @@ class HardwareCatalog(_Data):
             out.append(Provenance(base, it.source, False, it.note))
             if it.fleet is not None:
                 out.append(Provenance(f"{base}.fleet", it.fleet.source, it.fleet.estimate, it.fleet.note))
+            if it.share is not None:
+                out.append(Provenance(f"{base}.share", it.share.source, it.share.estimate, it.share.note))
             out.append(Provenance(f"{base}.network", it.network.source, False, ""))
             if it.gpu:
                 out.append(Provenance(f"{base}.gpu", it.gpu.source, False, ""))
@@ -378,6 +409,8 @@ def _source_refs(it: InstanceType) -> list[str]:
         refs += t.source
     if it.fleet is not None:
         refs += it.fleet.source
+    if it.share is not None:
+        refs += it.share.source
     return refs
 
 

@@ -82,6 +82,7 @@ def judge(fc: FleetContext, types: Mapping[str, str], run_id: str) -> FleetJudge
             overrides=fc.inputs.overrides,
             versions=fc.inputs.versions,
             across_versions=fc.inputs.across_versions,
+            shares=fc.inputs.shares,
         )
     except Exception as exc:  # noqa: BLE001 - fail closed, with the reason
         fc.error = f"{type(exc).__name__}: {exc}"
@@ -112,6 +113,8 @@ def apply(
             continue  # no readable report of this run: the node-side verdict already fails it
         for line in fv.warnings:
             note(node, f"fleet warning: {line}")
+        for line in fv.notes:  # e.g. a baseline of another share, not a reference
+            note(node, f"fleet: {line.removeprefix(f'{fv.instance_type}: ')}")
         if not fv.passed:
             out[node] = merge(verdict, Verdict(node, False, fv.failing))
     return out
@@ -132,6 +135,7 @@ def record(
             FleetJudgement(keep, judgement.groups, judgement.notes),
             run_id=run_id,
             versions=fc.inputs.versions,
+            shares=fc.inputs.shares,
         )
     except (BaselineError, OSError) as exc:
         fc.notes.append(f"baseline not updated: {exc}")

@@ -25,6 +25,7 @@ from typing import Any
 
 from clusterforge.catalog import load_hardware
 from clusterforge.certify.fleet.baseline import Baseline, BaselineError, BaselineStore, Sample
+from clusterforge.certify.fleet.rules import rules_for
 from clusterforge.certify.network.collectives import CollectiveReferences, baseline_metric, collective_reason
 from clusterforge.certify.network.planner import IsolationResult, IsolationRules, Planner
 from clusterforge.certify.network.reasons import one_line
@@ -41,6 +42,7 @@ from clusterforge.node.config import GPU_GROUP_LAUNCHER, profile_for, render_nod
 from clusterforge.node.reports import Verdict
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.providers.base import Node
+from clusterforge.providers.local.share import compute_share_label
 from clusterforge.slurm import liveness
 from clusterforge.slurm.admission import Admission, AdmissionError, ControllerError
 
@@ -147,8 +149,12 @@ class NetworkStep:
         collectives = self._collectives(group[0], check)
         baselines = self._baselines(store, kind, collectives or (None,))
         primary = baselines.get(collectives[0] if collectives else None)
+        # The pair test's own gaps where the catalogue gives them (fleet metric network.2node.busbw).
+        gaps = rules_for(load_hardware(), kind, BASELINE_METRIC)
+        fail_gap = min(0.9, max(0.05, gaps.fail_gap_pct / 100))
         rules = IsolationRules(
-            fail_gap=min(0.9, max(0.05, load_hardware().fleet_rules(kind).fail_gap_pct / 100)),
+            fail_gap=fail_gap,
+            warn_gap=min(fail_gap * 0.99, max(0.01, gaps.warn_gap_pct / 100)),
             baseline={2: primary} if primary else {},
             check=check,
         )
@@ -236,8 +242,10 @@ class NetworkStep:
             return Verdict(
                 name, True, note=f"{reason} (reported, not drained: the profile says links are reported)"
             )
-        if v.kind == "undetermined":
+        if v.kind == "undetermined" and 2 not in result.references:
             return self._by_floor(name, reason, log, check)
+        # Undetermined with a reference to judge by (a retest or a partner still to come when the
+        # rounds ran out): held, never admitted on a guess.
         return Verdict(name, False, [(check, reason)])
 
     def _by_floor(self, name: str, why: str, log: RunLog, check: str) -> Verdict:
@@ -273,11 +281,21 @@ class NetworkStep:
             self.note([n.name for n in self.ctx.compute()], f"network baseline not used: {exc}")
             return {}
         out: dict[str | None, float] = {}
+        share = self._share(kind)
         for c in collectives:
-            ref = base.reference(baseline_metric(c), None) if base else None
-            if ref is not None and ref.value > 0:
+            ref = base.reference(baseline_metric(c), None, share=share) if base else None
+            if ref is not None and ref.other_share:
+                # A pair of nodes with another share moves other figures: judged by this run's median.
+                why = f"network baseline of another share not a reference ({ref.other_share})"
+                self.note([n.name for n in self.ctx.compute() if n.instance_type == kind], why)
+            elif ref is not None and ref.value > 0:
                 out[c] = ref.value
         return out
+
+    def _share(self, kind: str) -> str:
+        """Container types: the share of the machine each node has (baselines keep it); else ""."""
+        it = load_hardware().get(kind)
+        return compute_share_label(self.ctx.spec) if it is not None and it.container else ""
 
     def _record(
         self,
@@ -303,6 +321,7 @@ class NetworkStep:
         except BaselineError:
             return  # an unusable file is named by the fleet step and never overwritten
         when = now_iso()
+        share = self._share(kind)
         for r in samples:
             # Several collectives: each one's own busbw (r.figure is then the worst ratio, not a figure).
             measured = r.figures if r.figures else {collectives[0] if collectives else None: r.figure}
@@ -312,7 +331,7 @@ class NetworkStep:
                         baseline_metric(c),
                         "GB/s",
                         True,
-                        Sample(float(value), "+".join(r.nodes), self.run_id, when),
+                        Sample(float(value), "+".join(r.nodes), self.run_id, when, share=share),
                     )
         store.save(base)
 

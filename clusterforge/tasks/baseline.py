@@ -35,6 +35,8 @@ def _summary(b: Baseline) -> dict[str, Any]:
             "nodes": len({s.node for s in h.samples}),
             "runs": sorted({s.run for s in h.samples}),
             "versions": [jsonlib.loads(v) for v in versions],
+            # container nodes: the share of the machine the samples were measured with ("" elsewhere)
+            "shares": sorted({s.share for s in h.samples}),
         }
     return {"instance_type": b.instance_type, "path": str(b.path), "updated": b.updated, "metrics": metrics}
 
@@ -46,7 +48,8 @@ def _versions(items: list[dict[str, str]]) -> str:
 @task(help={"stack": _HELP_STACK, "type": f"{_HELP_TYPE} (default: every type stored)", "json": "print JSON"})
 @friendly
 def show(c: Context, stack: str, type: str = "", json: bool = False) -> None:  # noqa: A002 - the option is --type
-    """Show a stack's baselines: per metric the reference (median), samples, nodes, runs and versions.
+    """Show a stack's baselines: per metric the reference (median), samples, nodes, runs, versions and
+    (container nodes) the share of the machine they were measured with.
 
     Exit 1 when a baseline file is unusable (it is named, with what is wrong)."""
     with _state(stack):
@@ -92,6 +95,7 @@ def _show(stack: str, type: str, json: bool) -> None:  # noqa: A002
                 print(
                     f"  {name:<36} {m['reference']:>10.4g} {m['unit']:<8} median of {m['samples']} sample(s), "
                     f"{m['nodes']} node(s), {len(m['runs'])} run(s); versions {_versions(m['versions'])}"
+                    + (f"; share {' | '.join(x or 'none' for x in m['shares'])}" if any(m["shares"]) else "")
                 )
     if bad:
         raise Exit("\n".join(bad), 1)

@@ -101,6 +101,7 @@ ESTIMATES = {
     "instance_types.g5.xlarge.thresholds": "No measured A10G matmul rate",
     "instance_types.local.thresholds": "deliberately loose",
     "instance_types.local.fleet": "benchmarks/fleet_spread.py",
+    "instance_types.local.share": "what the head node and the workstation need",
     "instance_types.local.thresholds.gloo.all_reduce.1node.busbw_gbps": "loose",
     "instance_types.local.thresholds.gloo.all_reduce.2node.busbw_gbps": "loose on purpose",
     # No 2-node figure of the type itself: derived from p5's (same line rate) or another node count.
@@ -140,6 +141,20 @@ def test_every_figure_is_sourced_or_an_explained_estimate() -> None:
     sourced = [p.where for p in every if not p.estimate]
     assert "instance_types.p6-b200.48xlarge.thresholds" in sourced, "B200 matmul floor rests on MAMF"
     assert "instance_types.p6-b200.48xlarge.thresholds.nccl.all_reduce.1node.busbw_gbps" in sourced
+
+
+def test_a_container_type_says_how_it_divides_the_machine(tmp_path: Path) -> None:
+    data = yaml.safe_load(HARDWARE_FILE.read_text())
+    del data["instance_types"]["local"]["share"]
+    path = tmp_path / "hardware.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValidationError, match="a container type needs a 'share' block"):
+        read_hardware(path)
+    data = yaml.safe_load(HARDWARE_FILE.read_text())
+    data["instance_types"]["g5.xlarge"]["share"] = data["instance_types"]["local"]["share"]
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValidationError, match="only a container type may have one"):
+        read_hardware(path)
 
 
 def test_an_estimate_without_a_note_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,6 +137,30 @@ def bring_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     assert podman("ps", "-a", "-q", "--filter", label).strip() == ""
     assert podman("network", "ls", "-q", "--filter", label).strip() == ""
     assert podman("volume", "ls", "-q", "--filter", label).strip() == ""
+
+
+@contextmanager
+def background_load() -> Iterator[None]:
+    """A busy machine, as CI machines are: one niced busy loop per core of this machine, for the
+    duration of the block (a node's fixed share must not depend on it)."""
+    loops = [
+        subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"])
+        for _ in range(len(os.sched_getaffinity(0)))
+    ]
+    try:
+        yield
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def share_cpus(stack: Stack, node: str) -> float:
+    """The CPU quota the local provider gives ``node`` of this stack (providers/local/share.py)."""
+    from clusterforge.providers.local.share import node_shares
+    from clusterforge.spec.loader import load_spec
+
+    return node_shares(load_spec(stack.spec)[0])[node].cpus
 
 
 def restore(stack: Stack, *nodes: str) -> None:

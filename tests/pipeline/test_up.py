@@ -116,7 +116,9 @@ def test_slow_network_drains_and_on_demand_certify_recovers(world: dict) -> None
     reason = slurm.nodes["node-001"]["reason"]
     # Judged with two known-good partners lent from the certified nodes, against the baseline
     # the first up recorded.
-    assert reason.startswith("clusterforge: gloo-allreduce: 0.002 GB/s with node-00"), reason
+    assert reason.startswith(
+        "clusterforge: gloo-allreduce: node fault, under the reference with every partner: 0.002 GB/s with node-00"
+    ), reason
     assert "reference 0.45" in reason and "baseline" in reason, reason
     assert slurm.nodes["node-002"]["state"] == "idle"  # the lent partners went back to work
     assert slurm.nodes["node-003"]["state"] == "idle" and slurm.reservation is None

@@ -4,9 +4,12 @@ One file per type, ``.clusterforge/<stack>/baselines/<instance-type>.json`` (sta
 journal's: ``$CLUSTERFORGE_STATE_DIR`` or ``<repo>/.clusterforge``), written atomically. It is the
 reference when a run has too few nodes of a type for its own median, and the check on a run where
 every node is slow. Each sample keeps the run, node, time and the software versions it ran (the
-NODE.json ``software`` pins): a baseline recorded with other versions than the spec's is not used
-unless the profile says so, and the verdict says which happened. Only nodes that passed with no
-fleet warning enter; each metric keeps its last ``KEEP`` samples; the reference is their median.
+NODE.json ``software`` pins) and, for container nodes, the share of the machine the node had
+(``share``, e.g. "0.375 CPU, 2048 MiB": clusterforge/providers/local/share.py). A baseline recorded
+with other versions than the spec's is not used unless the profile says so; one recorded with
+another share is never a reference (a node with half the CPU is half as fast, not slow), and the
+verdict says which happened. Only nodes that passed with no fleet warning enter; each metric keeps
+its last ``KEEP`` samples; the reference is their median.
 
 File (``schema_version`` 1)::
 
@@ -14,7 +17,8 @@ File (``schema_version`` 1)::
      "stack": "local", "updated": "2026-…Z",
      "metrics": {"matmul-burnin.rate": {"unit": "GFLOP/s", "higher_is_better": true,
                  "samples": [{"value": 46.5, "node": "node-001", "run": "20260101T…",
-                              "time": "2026-…Z", "versions": {"slurm": "22.05.8"}}]}}}
+                              "time": "2026-…Z", "versions": {"slurm": "22.05.8"},
+                              "share": "0.375 CPU, 2048 MiB"}]}}}
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class Sample:
     run: str
     time: str
     versions: dict[str, str] = field(default_factory=dict)
+    share: str = ""  # container nodes: the share of the machine it was measured with ("" elsewhere)
 
 
 @dataclass
@@ -65,8 +70,9 @@ class BaselineReference:
     unit: str
     samples: int
     nodes: int
-    applies: bool  # False: only samples of other software versions, and the profile does not allow them
+    applies: bool  # False: only samples of another share, or of other versions the profile does not allow
     other_versions: str = ""  # "slurm 23.02.1 in the baseline, 22.05.8 now" when versions differ
+    other_share: str = ""  # "measured with 0.5 CPU, 2048 MiB; these nodes have 0.375 CPU, 2048 MiB"
 
 
 def _version_diff(recorded: Mapping[str, str], current: Mapping[str, str]) -> str:
@@ -93,24 +99,39 @@ class Baseline:
         del history.samples[: max(0, len(history.samples) - keep)]
 
     def reference(
-        self, metric: str, versions: Mapping[str, str] | None, *, across_versions: bool = False
+        self,
+        metric: str,
+        versions: Mapping[str, str] | None,
+        *,
+        across_versions: bool = False,
+        share: str | None = None,
     ) -> BaselineReference | None:
-        """The metric's reference for these versions; None when the baseline has no sample of it.
+        """The metric's reference for these versions and this share; None when the baseline has no
+        sample of it.
 
+        ``share`` None skips the share check; else only samples of the same share count, and with
+        none the reference never applies (``other_share`` says what it was measured with).
         ``versions`` None skips the version check. Samples of the same versions are used when there
         are any; else all samples, marked ``other_versions``, and ``applies`` only when
         ``across_versions``."""
         history = self.metrics.get(metric)
         if history is None or not history.samples:
             return None
-        same = (
-            history.samples
-            if versions is None
-            else [s for s in history.samples if s.versions == dict(versions)]
-        )
+        pool = history.samples if share is None else [s for s in history.samples if s.share == share]
+        if not pool:
+            measured = Counter(s.share for s in history.samples).most_common(1)[0][0]
+            return BaselineReference(
+                value=statistics.median(s.value for s in history.samples),
+                unit=history.unit,
+                samples=len(history.samples),
+                nodes=len({s.node for s in history.samples}),
+                applies=False,
+                other_share=f"measured with {measured or 'no fixed share'}; these nodes have {share or 'none'}",
+            )
+        same = pool if versions is None else [s for s in pool if s.versions == dict(versions)]
         used, diff = same, ""
         if not same:
-            used = history.samples
+            used = pool
             recorded = Counter(json.dumps(s.versions, sort_keys=True) for s in used).most_common(1)[0][0]
             diff = _version_diff(json.loads(recorded), versions or {})
         return BaselineReference(
@@ -156,10 +177,10 @@ def _sample(raw: Any, where: str) -> Sample:
     versions = raw.get("versions", {})
     if not isinstance(versions, Mapping) or not all(isinstance(v, str) for v in versions.values()):
         raise _bad(where, "sample versions must map component -> version string")
-    text = {k: raw.get(k, "") for k in ("node", "run", "time")}
+    text = {k: raw.get(k, "") for k in ("node", "run", "time", "share")}
     if not all(isinstance(v, str) for v in text.values()):
-        raise _bad(where, "sample node/run/time must be strings")
-    return Sample(float(value), text["node"], text["run"], text["time"], dict(versions))
+        raise _bad(where, "sample node/run/time/share must be strings")
+    return Sample(float(value), text["node"], text["run"], text["time"], dict(versions), text["share"])
 
 
 def parse_baseline(data: Any, where: str, instance_type: str | None = None) -> Baseline:

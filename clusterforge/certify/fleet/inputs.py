@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clusterforge.catalog import load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog
 from clusterforge.node.config import pinned_software
+from clusterforge.providers.local.share import compute_share_label
 from clusterforge.spec.models import ClusterSpec
 
 
 @dataclass(frozen=True)
 class FleetInputs:
     """By instance type: the profile's threshold overrides (floors and ``fleet.*`` keys), the
-    software versions the nodes are pinned to (NODE.json ``software``), and whether a baseline of
-    other versions still applies (the profile's ``baseline_across_versions``)."""
+    software versions the nodes are pinned to (NODE.json ``software``), whether a baseline of
+    other versions still applies (the profile's ``baseline_across_versions``), and for container
+    types the share of the machine each node has (``Share.label``; "" for real instance types)."""
 
     overrides: dict[str, dict[str, float]]
     versions: dict[str, dict[str, str]]
     across_versions: dict[str, bool]
+    shares: dict[str, str] = field(default_factory=dict)
 
 
 def fleet_inputs(
@@ -30,6 +33,7 @@ def fleet_inputs(
     overrides: dict[str, dict[str, float]] = {}
     versions: dict[str, dict[str, str]] = {}
     across: dict[str, bool] = {}
+    shares: dict[str, str] = {}
     for pool in spec.pools_with_role("gpu"):
         it = hw.get(pool.instance_type)
         name = profile or pool.certification
@@ -39,4 +43,5 @@ def fleet_inputs(
         overrides[it.name] = dict(prof.thresholds) if prof else {}
         versions[it.name] = pinned_software(spec, it)
         across[it.name] = bool(prof and prof.baseline_across_versions)
-    return FleetInputs(overrides, versions, across)
+        shares[it.name] = compute_share_label(spec, hw) if it.container else ""
+    return FleetInputs(overrides, versions, across, shares)

@@ -8,7 +8,8 @@ reads files. Per (instance type, metric) the reference is, in order:
    baseline (or under the floor): then the whole batch is slow, and is judged against the
    baseline (or floor) instead — never "healthy because all agree";
 2. ``baseline``: the stored baseline of earlier certified nodes (``clusterforge.certify.fleet.baseline``),
-   if readable and recorded with the current software versions (or the profile allows others);
+   if readable, recorded with the current software versions (or the profile allows others) and, for
+   container nodes, with the same share of the machine (one of another share is never a reference);
 3. ``floor``: the catalogue floor of the metric (with profile overrides), when it has one;
 4. none: the figure is recorded ``unjudged``.
 
@@ -131,14 +132,20 @@ class _Reference:
 
 
 def _baseline_ref(
-    baseline: Baseline | BaselineError | None, metric: str, versions: Mapping[str, str] | None, across: bool
+    baseline: Baseline | BaselineError | None,
+    metric: str,
+    versions: Mapping[str, str] | None,
+    across: bool,
+    share: str | None = None,
 ) -> tuple[BaselineReference | None, str]:
     """The usable baseline reference and a note saying why there is none (or why it is unusual)."""
     if isinstance(baseline, BaselineError):
         return None, f"baseline not used: {baseline}"
-    ref = baseline.reference(metric, versions, across_versions=across) if baseline else None
+    ref = baseline.reference(metric, versions, across_versions=across, share=share) if baseline else None
     if ref is None:
         return None, ""
+    if ref.other_share:
+        return None, f"baseline of another share not a reference ({ref.other_share})"
     if ref.other_versions and not ref.applies:
         return None, (
             f"baseline recorded with other software versions ({ref.other_versions}), not applied "
@@ -180,7 +187,12 @@ def _choose(
             base.value, "baseline", base_says, note, "other software versions" if base_note else ""
         )
     if floor:
-        return _Reference(floor[1], "floor", floor_says, note, "baseline not used" if base_note else "")
+        skipped = (
+            base_note.split(" (")[0]
+            if base_note.startswith("baseline of another share")
+            else "baseline not used"
+        )
+        return _Reference(floor[1], "floor", floor_says, note, skipped if base_note else "")
     return _Reference(None, "none", "", "; ".join(filter(None, [few, "no baseline", "no floor", base_note])))
 
 
@@ -283,14 +295,17 @@ def judge_run(
     overrides: Mapping[str, Mapping[str, float]] | None = None,
     versions: Mapping[str, Mapping[str, str]] | None = None,
     across_versions: Mapping[str, bool] | None = None,
+    shares: Mapping[str, str] | None = None,
 ) -> FleetJudgement:
     """Judge every node's figures against its instance type's reference (see the module docstring).
 
     ``reports``: node -> report.json dict; ``types``: node -> instance type (a node missing there
     uses its report's ``instance_type``). By instance type: ``overrides`` (the profile's
     ``thresholds``, floors and ``fleet.*`` keys), ``versions`` (software pins now, to match
-    baseline samples; a type missing there skips the version check) and ``across_versions`` (the
-    profile's ``baseline_across_versions``)."""
+    baseline samples; a type missing there skips the version check), ``across_versions`` (the
+    profile's ``baseline_across_versions``) and ``shares`` (container types: the share of the machine
+    the nodes have, ``Share.label``; only samples of that share are a reference; a type missing
+    there skips the share check)."""
     hw = catalog or load_hardware()
     by_type: dict[str, dict[str, dict[str, Figure]]] = {}
     nodes: dict[str, NodeFleetVerdict] = {}
@@ -308,8 +323,15 @@ def judge_run(
             rules = rules_for(hw, kind, metric, limits)
             floor = _floor(hw, kind, metric, limits)
             base, base_note = _baseline_ref(
-                stored.get(kind), metric, (versions or {}).get(kind), bool((across_versions or {}).get(kind))
+                stored.get(kind),
+                metric,
+                (versions or {}).get(kind),
+                bool((across_versions or {}).get(kind)),
+                (shares or {}).get(kind),
             )
+            if base_note.startswith("baseline of another share"):
+                note = f"{kind}: {base_note}"
+                notes += [] if note in notes else [note]
             ref = _choose(kind, list(figures.values()), rules, base, base_note, floor)
             verdicts, group = _judge_group(kind, metric, figures, rules, ref, floor)
             groups.append(group)

@@ -16,13 +16,15 @@ def record_run(
     *,
     run_id: str,
     versions: Mapping[str, Mapping[str, str]],
+    shares: Mapping[str, str] | None = None,
     when: str | None = None,
     keep: int = KEEP,
 ) -> dict[str, Path]:
     """Add the figures of every node that passed, with no fleet warning, to its type's baseline.
 
     ``versions``: instance type -> the software versions the run's nodes ran (NODE.json
-    ``software``). A node whose report failed, or that any fleet rule flagged, adds nothing: an
+    ``software``); ``shares``: instance type -> the share of the machine its nodes had (container
+    types; each sample keeps it). A node whose report failed, or that any fleet rule flagged, adds nothing: an
     outlier never enters a baseline. Returns the files written, by type. An unusable existing
     file raises ``BaselineError`` (it is not overwritten: a person decides)."""
     when = when or now_iso()
@@ -35,6 +37,7 @@ def record_run(
             loaded[kind] = store.load(kind) or Baseline(kind, store.stack)
         for m in verdict.metrics:
             if m.status in ("pass", "unjudged"):
-                sample = Sample(m.value, node, run_id, when, dict(versions.get(kind, {})))
+                share = (shares or {}).get(kind, "")
+                sample = Sample(m.value, node, run_id, when, dict(versions.get(kind, {})), share)
                 loaded[kind].add(m.metric, m.unit, m.higher_is_better, sample, keep)
     return {kind: store.save(b) for kind, b in sorted(loaded.items()) if b.metrics}

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Purpose = Literal["screen", "confirm", "retest", "scale"]  # scale: measured by the runner, not planned
-Outcome = Literal["pass", "fail", "none", "unjudged"]
+# warn: between the warn and the fail gap: not a failure, but not proof of a healthy node either
+Outcome = Literal["pass", "warn", "fail", "none", "unjudged"]
 NodeKind = Literal["pass", "node-fault", "dead", "flaky", "link-fault", "undetermined"]
 LinkKind = Literal["link-fault", "flaky"]
 
@@ -47,11 +48,17 @@ class IsolationRules:
     fail_gap: a group fails below reference x (1 - fail_gap). Healthy 2-node figures vary by a
         few per cent run to run (REFERENCE.md: judge at the plateau); 0.15 keeps that noise
         several standard deviations inside the pass band.
+    warn_gap: a group under reference x (1 - warn_gap) (and not failed) warns. Only a clean pass
+        (within the warn band) proves a node free of node faults: a node under the reference with
+        every partner and failing with one is a node fault, and a link fault needs both of its
+        nodes to pass cleanly with others. None: no warn band (every figure that does not fail passes).
     baseline: stored reference per group size (busbw of earlier certified nodes); without one the
         reference is the median of this run's figures of that size, once there are
         `min_fleet_figures` of them (one figure is its own median and judges nothing).
     retries: extra runs of a group that failed between nodes that each pass with others, before
-        it is called a link fault (results that disagree make it flaky).
+        it is called a link fault.
+    flaky_retests: a group that failed and then passed on retry is run this many more times: a
+        failure that recurs fails both nodes as a flaky link; one that never recurs was a one-off.
     max_rounds: the planner stops after this many rounds; what is unresolved then is undetermined.
     check: the name verdict reasons start with (a Slurm drain reason is `clusterforge: <reason>`).
     """
@@ -60,6 +67,8 @@ class IsolationRules:
     baseline: Mapping[int, float] = field(default_factory=dict)
     min_fleet_figures: int = 3
     retries: int = 1
+    warn_gap: float | None = None
+    flaky_retests: int = 2
     max_rounds: int = 8
     check: str = "network"
     unit: str = "GB/s"
@@ -76,8 +85,17 @@ class IsolationRules:
                 )
         if self.min_fleet_figures < 2:
             raise ValueError("IsolationRules.min_fleet_figures: must be >= 2 (one figure is its own median)")
-        if self.retries < 0 or self.max_rounds < 1:
-            raise ValueError("IsolationRules: retries must be >= 0 and max_rounds >= 1")
+        if self.retries < 0 or self.max_rounds < 1 or self.flaky_retests < 0:
+            raise ValueError("IsolationRules: retries and flaky_retests must be >= 0 and max_rounds >= 1")
+        if self.warn_gap is not None and not 0 < self.warn_gap < self.fail_gap:
+            raise ValueError(
+                f"IsolationRules.warn_gap: got {self.warn_gap!r}; must be between 0 and fail_gap {self.fail_gap!r}"
+            )
+
+    @property
+    def warn_at(self) -> float:
+        """The gap under which a figure warns (the fail gap when there is no warn band)."""
+        return self.fail_gap if self.warn_gap is None else self.warn_gap
 
 
 @dataclass(frozen=True)
@@ -137,8 +155,9 @@ class Result:
 @dataclass
 class Evidence:
     references: dict[int, Reference]
-    good: set[str]  # passed at least one group (or lent as known good)
+    good: set[str]  # passed at least one group, if only in the warn band (or lent as known good)
     clean: set[str]  # good and never under test in a group that failed (a partner's failures do not count)
+    sound: set[str] = field(default_factory=set)  # passed cleanly (within the warn band) at least once
     suspects: set[str] = field(default_factory=set)  # under test in a group that failed
     verdicts: dict[str, NodeVerdict] = field(default_factory=dict)  # resolved nodes
     links: list[LinkVerdict] = field(default_factory=list)

@@ -36,14 +36,23 @@ def fault_reason(ev: Evidence, confirmations: list[Result], dead: bool, rules: I
         )
     size = first[0].group.size
     return one_line(
-        f"{rules.check}: {with_partners(first, rules.unit)}, reference {ev.reference_text(size, rules.unit)}"
+        f"{rules.check}: node fault, under the reference with every partner: {with_partners(first, rules.unit)}; "
+        f"reference {ev.reference_text(size, rules.unit)}"
     )
 
 
 def pass_reason(ev: Evidence, node: str, rules: IsolationRules, note: str = "") -> str:
-    passes = distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])[:2]
-    if not passes:
-        return one_line(f"{rules.check}: known good{note}")
+    own = ev.results.get(node, [])
+    passes = distinct([r for r in own if r.outcome == "pass"])[:2]
+    if not passes:  # it only warned: passes, and says so
+        warned = distinct([r for r in own if r.outcome == "warn"])[:2]
+        if not warned:
+            return one_line(f"{rules.check}: known good{note}")
+        size = warned[0].group.size
+        return one_line(
+            f"{rules.check}: {with_partners(warned, rules.unit)}, more than {rules.warn_at:.0%} under the "
+            f"reference {ev.reference_text(size, rules.unit)} with every partner but within the fail gap{note}"
+        )
     size = passes[0].group.size
     reference = ev.reference_text(size, rules.unit)
     return one_line(f"{rules.check}: {with_partners(passes, rules.unit)}, reference {reference}{note}")
@@ -51,8 +60,8 @@ def pass_reason(ev: Evidence, node: str, rules: IsolationRules, note: str = "") 
 
 def flaky_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:
     own = ev.results[node]
-    fails = [r for r in own if r.outcome in ("fail", "none")][:2]
-    passes = [r for r in own if r.outcome == "pass"][:2]
+    fails = distinct([r for r in own if r.outcome in ("fail", "none")])[:2]
+    passes = distinct([r for r in own if r.outcome == "pass"])[:2]
     size = own[0].group.size
     return one_line(
         f"{rules.check}: flaky, results disagree on retry: {with_partners(fails, rules.unit)}; "
@@ -61,20 +70,25 @@ def flaky_reason(ev: Evidence, node: str, rules: IsolationRules) -> str:
 
 
 def link_reason(ev: Evidence, key: frozenset[str], state: str, rules: IsolationRules) -> str:
+    """Both ends pass cleanly (within the warn band) with others, and fail together: the link."""
     a, b = sorted(key)[0], sorted(key)[-1]
     together = [r for r in ev.results.get(a, []) if r.group.key == key]
-    figures = ", ".join(fig(r.figure, rules.unit) for r in together)
+    figures = [r.figure for r in together]
+    if state == "link":
+        shown = ", ".join("no result" if f is None else f"{f:.3g}" for f in figures[:3])
+        what = f"link fault {a}<->{b} at {shown} {rules.unit}"
+    else:
+        failed = sum(1 for r in together if r.outcome in ("fail", "none"))
+        worst = min((f for f in figures if f is not None), default=None)
+        what = f"flaky link {a}<->{b}, failed in {failed} of {len(together)} runs ({fig(worst, rules.unit)} at worst)"
     elsewhere = []
     for node in (a, b):
         passes = distinct([r for r in ev.results.get(node, []) if r.outcome == "pass"])
         if passes:
-            elsewhere.append(
-                f"{node} {fig(passes[0].figure, rules.unit)} with {'+'.join(sorted(passes[0].others))}"
-            )
-    what = "link fault" if state == "link" else "flaky link (disagrees on retry)"
+            elsewhere.append(f"{node}+{'+'.join(sorted(passes[0].others))}")
     return (
-        f"{rules.check}: {what} {a}<->{b}: {figures} together, reference "
-        f"{ev.reference_text(len(key), rules.unit)}; each passes with others ({', '.join(elsewhere)})"
+        f"{rules.check}: {what}, reference {ev.reference_text(len(key), rules.unit)}; "
+        f"each passes within {rules.warn_at:.0%} of it with others: {', '.join(elsewhere)}"
     )
 
 

@@ -17,6 +17,7 @@ from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
 from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
+from clusterforge.providers.local.share import CGROUP_PARENT, CPU_WEIGHT, Share, node_shares
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
 from clusterforge.waiting import wait_until
@@ -28,6 +29,7 @@ LABEL_ROLE = "clusterforge.role"
 LABEL_TYPE = "clusterforge.instance_type"
 LABEL_CACHE = "clusterforge.cache"
 LABEL_ADDRESS = "clusterforge.address"
+LABEL_SHARE = "clusterforge.share"  # the share the node was given (Share.label), for people and `up`
 
 APT_CACHE_VOLUME = "clusterforge-apt-cache"
 BOOT_TIMEOUT_S = 180.0
@@ -110,8 +112,9 @@ def run_argv(
     apt_cache: bool,
     address: str = "",
     hosts: dict[str, str] | None = None,
+    share: Share | None = None,
 ) -> list[str]:
-    """The ``<engine> run`` arguments for one node container."""
+    """The ``<engine> run`` arguments for one node container (``share``: its CPU and memory)."""
     labels = {
         LABEL_STACK: spec.stack,
         LABEL_NODE: node.name,
@@ -131,6 +134,14 @@ def run_argv(
             argv += ["--add-host", f"{peer}:{peer_address}"]
     for key, value in labels.items():
         argv += ["--label", f"{key}={value}"]
+    if share is not None:
+        argv += [
+            "--cgroup-parent",
+            CGROUP_PARENT,
+            *share.engine_args(),
+            "--label",
+            f"{LABEL_SHARE}={share.label}",
+        ]
     # NET_ADMIN: the network checks and fault injection use tc inside the node's own namespace.
     argv += ["--cap-add", "NET_ADMIN"]
     if engine.name == "podman":
@@ -235,6 +246,42 @@ def wait_booted(engine: Engine, container: str, timeout: float = BOOT_TIMEOUT_S)
     )
 
 
+def current_share(info: dict[str, Any]) -> Share:
+    """The share a container has now, from ``inspect`` (quota / period, cpuset, memory limit)."""
+    host = info.get("HostConfig") or {}
+    quota, period = int(host.get("CpuQuota") or 0), int(host.get("CpuPeriod") or 0)
+    nano = int(host.get("NanoCpus") or 0)  # docker's --cpus (podman fills it in beside quota and period)
+    cpus = quota / period if quota > 0 and period > 0 else nano / 1e9
+    return Share(round(cpus, 3), int(host.get("Memory") or 0) >> 20, str(host.get("CpusetCpus") or ""))
+
+
+def ensure_share(engine: Engine, container: str, info: dict[str, Any] | None, share: Share) -> str:
+    """Give a running container its share (``<engine> update``) unless it was made with it; what was done.
+
+    ``inspect`` shows what a container was made with: podman 4.3's ``update`` changes the cgroup but
+    not the container's configuration (measured here: after ``update --cpus 0.25`` inspect still said
+    0.5), so a restart brings the old share back, and it is given again on every ``up``; the message
+    says how to make it the container's own."""
+    host = (info or {}).get("HostConfig") or {}
+    weighted = int(host.get("CpuShares") or 0) == CPU_WEIGHT
+    rooted = str(host.get("CgroupParent") or "") == CGROUP_PARENT
+    if info is not None and current_share(info) == share and weighted and rooted:
+        return ""
+    engine.run("update", *share.engine_args(), container)
+    was = current_share(info).label if info is not None else "unknown"
+    return (
+        f"share set to {share.label} (made with {was}{'' if rooted else ', under the engine cgroup'}: "
+        "`invoke down` and `up` make it its own)"
+    )
+
+
+def shares_for(spec: ClusterSpec) -> dict[str, Share]:
+    try:
+        return node_shares(spec)
+    except ValueError as exc:  # ShareError: the machine cannot hold the nodes; preflight says so first
+        raise ProviderError(f"local provider: {exc}") from None
+
+
 def create(
     engine: Engine,
     spec: ClusterSpec,
@@ -245,6 +292,7 @@ def create(
 ) -> list[Node]:
     """Create what is missing of the stack; a new node boots ``pool_images[pool]`` (a baked image)
     where its pool has one, else ``image`` (the base node image)."""
+    shares = shares_for(spec)
     ensure_network(engine, spec)
     ensure_volumes(engine, spec, apt_cache)
     existing = _inspect_by_node(engine, spec.stack)
@@ -263,11 +311,13 @@ def create(
     hosts = {name: address for name, address in hosts.items() if address}
     for node in defs:
         info = existing.get(node.name)
+        share = shares.get(node.name)
         if info is None:
-            progress(node.name, f"creating container ({hosts[node.name]})")
+            what = f"; {share.label}" if share else ""
+            progress(node.name, f"creating container ({hosts[node.name]}{what})")
             try:
                 boots = (pool_images or {}).get(node.pool, image)
-                engine.run(*run_argv(engine, spec, node, boots, apt_cache, hosts[node.name], hosts))
+                engine.run(*run_argv(engine, spec, node, boots, apt_cache, hosts[node.name], hosts, share))
             except EngineError as exc:
                 if "already in use" in exc.stderr:
                     raise ProviderError(
@@ -275,11 +325,16 @@ def create(
                         f"{spec.stack!r}: remove or rename it (`{engine.name} rm {node.container}`)"
                     ) from exc
                 raise
-        elif _state(info) != "running":
-            progress(node.name, f"starting existing container ({_state(info)})")
-            engine.run("start", node.container)
         else:
-            progress(node.name, "already running")
+            if _state(info) != "running":
+                progress(node.name, f"starting existing container ({_state(info)})")
+                engine.run("start", node.container)
+            else:
+                progress(node.name, "already running")
+            # The node count changed since the node was made: it gets its new share.
+            done = ensure_share(engine, node.container, info, share) if share else ""
+            if done:
+                progress(node.name, done)
 
     def boot(node: NodeDef) -> str:
         state = wait_booted(engine, node.container)

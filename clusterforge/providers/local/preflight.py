@@ -17,6 +17,7 @@ from clusterforge.providers.base import Problem, ProviderError
 from clusterforge.providers.local import image as image_mod
 from clusterforge.providers.local import nodes as nodes_mod
 from clusterforge.providers.local.engine import Engine, EngineNotFound, detect_engine
+from clusterforge.providers.local.share import Machine, ShareError, node_shares, this_machine
 from clusterforge.spec.models import ClusterSpec
 
 FreeBytes = Callable[[str], int]
@@ -131,6 +132,16 @@ def check_names(engine: Engine, spec: ClusterSpec) -> list[Problem]:
     return problems
 
 
+def check_share(spec: ClusterSpec, machine: Machine | None = None) -> list[Problem]:
+    """Every node gets its fixed share of this machine (providers/local/share.py), or the stack is
+    refused before anything is created."""
+    try:
+        node_shares(spec, machine=machine or this_machine())
+    except ShareError as exc:
+        return [Problem("error", "node-share", str(exc))]
+    return []
+
+
 def run_preflight(
     spec: ClusterSpec,
     *,
@@ -155,6 +166,7 @@ def run_preflight(
     problems: list[Problem] = []
     suite = spec.provider.debian_suite if spec.provider.kind == "local" else "bookworm"
     checks: list[tuple[str, Callable[[], list[Problem]]]] = [
+        ("node-share", lambda: check_share(spec)),
         ("network-check", lambda: check_network(engine, spec)),
         ("name-check", lambda: check_names(engine, spec)),
     ]

@@ -92,6 +92,51 @@ def test_versions_decide_whether_a_baseline_applies() -> None:
     assert b.reference("absent", None) is None
 
 
+def test_a_baseline_counts_only_for_the_share_it_was_measured_with() -> None:
+    """A container node with half the CPU is half as fast, not slow: samples of another share (or
+    of no fixed share, recorded before nodes had one) are never a reference, whatever the profile."""
+    b = Baseline("local")
+    b.add("m", "GFLOP/s", True, Sample(4.0, "a", "r1", "t", {"slurm": "22.05.8"}, "0.5 CPU, 2048 MiB"))
+    b.add("m", "GFLOP/s", True, Sample(9.0, "b", "r0", "t", {"slurm": "22.05.8"}))  # no share recorded
+    same = b.reference("m", {"slurm": "22.05.8"}, share="0.5 CPU, 2048 MiB")
+    assert same is not None and same.applies and same.value == 4.0 and same.samples == 1
+    other = b.reference("m", {"slurm": "22.05.8"}, across_versions=True, share="0.375 CPU, 2048 MiB")
+    assert other is not None and not other.applies
+    assert (
+        other.other_share.startswith("measured with ")
+        and "these nodes have 0.375 CPU, 2048 MiB" in other.other_share
+    )
+    only_old = Baseline("local")
+    only_old.add("m", "GFLOP/s", True, Sample(9.0, "b", "r0", "t"))
+    old = only_old.reference("m", None, share="0.5 CPU, 2048 MiB")
+    assert old is not None and not old.applies and "measured with no fixed share" in old.other_share
+    assert b.reference("m", None).samples == 2  # type: ignore[union-attr]  # share None: not compared
+
+
+def test_the_judge_says_a_baseline_of_another_share_is_not_a_reference(tmp_path: Path) -> None:
+    store = BaselineStore("dev", root=tmp_path)
+    j = judge_run(fleet(6, sd=0.01), dict.fromkeys(fleet(6, sd=0.01), "local"), catalog=HW, baselines=store)
+    record_run(store, j, run_id="r1", versions=VERSIONS, shares={"local": "0.5 CPU, 2048 MiB"})
+    assert {s.share for s in store.load("local").metrics["matmul-burnin.rate"].samples} == {
+        "0.5 CPU, 2048 MiB"
+    }  # type: ignore[union-attr]
+    alone = {"solo": report("solo", matmul=[MATMUL * 0.25])}
+    now = {"local": "0.375 CPU, 2048 MiB"}
+    j = judge_run(alone, {"solo": "local"}, catalog=HW, baselines=store, versions=VERSIONS, shares=now)
+    m = next(x for x in j.nodes["solo"].metrics if x.metric == "matmul-burnin.rate")
+    assert (
+        m.reference_kind == "floor" and m.status == "pass"
+    )  # over the floor; the baseline is not its yardstick
+    assert "baseline of another share not a reference (measured with 0.5 CPU, 2048 MiB" in m.note
+    assert any(
+        n.startswith("local: baseline of another share not a reference") for n in j.nodes["solo"].notes
+    )
+    same = judge_run(alone, {"solo": "local"}, catalog=HW, baselines=store, versions=VERSIONS,
+                     shares={"local": "0.5 CPU, 2048 MiB"})  # fmt: skip
+    m = next(x for x in same.nodes["solo"].metrics if x.metric == "matmul-burnin.rate")
+    assert m.reference_kind == "baseline" and m.status == "fail"
+
+
 GOOD = {"schema": SCHEMA, "schema_version": 1, "instance_type": "local", "stack": "x", "metrics": {}}
 
 
