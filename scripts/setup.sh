@@ -6,7 +6,7 @@
 #   scripts/setup.sh --dev    plus what the tests and linters need
 #
 # Each part of the project declares what it needs in scripts/setup.d/:
-#   NN-name.apt   Debian packages, one per line ('#' comments)
+#   NN-name.apt   Debian packages, one per line ('#' comments); NN-name-dev.apt only with --dev
 #   NN-name.pip   pip requirement lines for the workstation venv (.venv)
 #   NN-name.sh    a hook run after both (e.g. write a containers.conf); gets $DEV=0|1
 set -euo pipefail
@@ -20,6 +20,8 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 want_apt=()
 for f in scripts/setup.d/*.apt; do
   [[ -e "$f" ]] || continue
+  # files named *-dev.apt are for tests only
+  [[ $DEV == 0 && "$f" == *-dev.apt ]] && continue
   while read -r pkg _; do
     [[ -z "$pkg" || "$pkg" == \#* ]] && continue
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || want_apt+=("$pkg")
