@@ -146,7 +146,9 @@ def analyse(
     step_median = statistics.median(walls)
     tokens_per_s = len(ranks) * tokens_per_rank_step / step_median if step_median > 0 else 0.0
     comms = [s.comm for s in critical]
-    comm_total = statistics.fmean(c for c in comms if c is not None) if all(c is not None for c in comms) else None
+    comm_total = (
+        statistics.fmean(c for c in comms if c is not None) if all(c is not None for c in comms) else None
+    )
     hidden = None
     if comm_total:
         hidden = max(0.0, min(1.0, 1 - parts["exposed_comm"] / comm_total))

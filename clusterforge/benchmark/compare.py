@@ -50,19 +50,31 @@ def figures(result: Mapping[str, Any]) -> dict[str, Figure]:
             key = f"infer batch {point.get('batch')} tokens/s"
             out[key] = Figure(key, float(point["tokens_per_s"]))
     data = result.get("data") or {}
-    rows = [r for r in data.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("samples_per_s"), int | float)]
+    rows = [
+        r
+        for r in data.get("rows") or []
+        if isinstance(r, dict) and isinstance(r.get("samples_per_s"), int | float)
+    ]
     if rows:
-        out["data best samples/s"] = Figure("data best samples/s", max(float(r["samples_per_s"]) for r in rows))
+        out["data best samples/s"] = Figure(
+            "data best samples/s", max(float(r["samples_per_s"]) for r in rows)
+        )
     return out
 
 
 def software_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     """``component old -> new`` for every software value the nodes' common set changed."""
     old, new = before.get("software_set") or {}, after.get("software_set") or {}
-    return [f"{k} {old.get(k, '?')} -> {new.get(k, '?')}" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return [
+        f"{k} {old.get(k, '?')} -> {new.get(k, '?')}"
+        for k in sorted(set(old) | set(new))
+        if old.get(k) != new.get(k)
+    ]
 
 
-def regressions(current: Mapping[str, Any], previous: Mapping[str, Any] | None, pct: float) -> list[Regression]:
+def regressions(
+    current: Mapping[str, Any], previous: Mapping[str, Any] | None, pct: float
+) -> list[Regression]:
     if previous is None:
         return []
     now, then = figures(current), figures(previous)
@@ -83,9 +95,7 @@ def regressions(current: Mapping[str, Any], previous: Mapping[str, Any] | None, 
     return found
 
 
-def gates(
-    settings: Any, train_points: list[dict[str, Any]], found: list[Regression]
-) -> list[Gate]:
+def gates(settings: Any, train_points: list[dict[str, Any]], found: list[Regression]) -> list[Gate]:
     """Each gate the spec sets, passed or not, with its figures."""
     out = []
     if settings.min_scaling_efficiency is not None:
@@ -93,11 +103,23 @@ def gates(
         measured = [p for p in train_points if p.get("nodes", 1) > 1 and p.get("efficiency") is not None]
         low = [p for p in measured if p["efficiency"] < floor]
         if not measured:
-            out.append(Gate("min_scaling_efficiency", False, f"min_scaling_efficiency {floor:g}: no training run above one node to judge"))
+            out.append(
+                Gate(
+                    "min_scaling_efficiency",
+                    False,
+                    f"min_scaling_efficiency {floor:g}: no training run above one node to judge",
+                )
+            )
         else:
             shown = ", ".join(f"{p['nodes']} nodes {p['efficiency']:.2f}" for p in measured)
             verdict = "under" if low else "at or above"
-            out.append(Gate("min_scaling_efficiency", not low, f"min_scaling_efficiency {floor:g}: {shown} ({verdict})"))
+            out.append(
+                Gate(
+                    "min_scaling_efficiency",
+                    not low,
+                    f"min_scaling_efficiency {floor:g}: {shown} ({verdict})",
+                )
+            )
     if settings.min_mfu is not None:
         floor = settings.min_mfu
         measured = [p for p in train_points if p.get("mfu") is not None]

@@ -30,7 +30,7 @@ class Delivery:
 
 def stops_scaling(rows: Sequence[LoaderRow], gain: float = SCALE_GAIN) -> int | None:
     ordered = sorted(rows, key=lambda r: r.workers)
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in zip(ordered, ordered[1:], strict=False):
         doublings = math.log2(b.workers / a.workers) if b.workers > a.workers else 1.0
         if a.samples_per_s > 0 and b.samples_per_s / a.samples_per_s - 1 < gain * doublings:
             return a.workers
@@ -50,7 +50,14 @@ def judge(rows: Sequence[LoaderRow], consumed: float | None, sample_bytes: int) 
     cache = "" if all(r.direct for r in ordered) else " (buffered reads: the file system refused O_DIRECT)"
     rate = f"{best.samples_per_s:,.0f} samples/s ({best.mb_per_s:,.1f} MB/s of {sample_bytes // 1024} KiB samples) with {best.workers} reader(s){cache}"
     if consumed is None:
-        return Delivery(ordered, None, None, None, knee, f"storage delivers {rate}; {scaling}; no training figure to compare with")
+        return Delivery(
+            ordered,
+            None,
+            None,
+            None,
+            knee,
+            f"storage delivers {rate}; {scaling}; no training figure to compare with",
+        )
     enough = next((r.workers for r in ordered if r.samples_per_s >= consumed), None)
     fed = best.samples_per_s >= consumed
     if fed:

@@ -52,16 +52,27 @@ def scaling_chart(points: list[dict[str, Any]]) -> str:
     lines = [Line("measured", got)]
     if base is not None:
         per_rank = base["tokens_per_s"] / max(base["ranks"], 1)
-        lines.append(Line("ideal (linear from 1 node)", [(float(p["nodes"]), per_rank * p["ranks"]) for p in points], True))
+        lines.append(
+            Line(
+                "ideal (linear from 1 node)",
+                [(float(p["nodes"]), per_rank * p["ranks"]) for p in points],
+                True,
+            )
+        )
     return line_chart("Training throughput against node count", lines, x_label="nodes", y_unit="tokens/s")
 
 
 def breakdown_chart(points: list[dict[str, Any]]) -> str:
     stacks = [
-        Stack(f"{p['nodes']} node{'s' if p['nodes'] != 1 else ''}", [(LABELS[k], float(p["breakdown"][k])) for k in PARTS])
+        Stack(
+            f"{p['nodes']} node{'s' if p['nodes'] != 1 else ''}",
+            [(LABELS[k], float(p["breakdown"][k])) for k in PARTS],
+        )
         for p in points
     ]
-    return stacked_bars("Step time by part (critical path, mean per step)", stacks, y_unit="s/step", colors=PART_COLORS)
+    return stacked_bars(
+        "Step time by part (critical path, mean per step)", stacks, y_unit="s/step", colors=PART_COLORS
+    )
 
 
 def latency_charts(points: list[dict[str, Any]]) -> list[str]:
@@ -86,8 +97,16 @@ def loader_chart(data: dict[str, Any]) -> str:
     rows = data.get("rows") or []
     lines = [Line("loader samples/s", [(float(r["workers"]), float(r["samples_per_s"])) for r in rows])]
     if data.get("consumed_samples_per_s"):
-        lines.append(Line("training step consumes (1 node)", [(float(r["workers"]), float(data["consumed_samples_per_s"])) for r in rows], True))
-    return line_chart("Loader throughput from shared storage", lines, x_label="reader processes", y_unit="samples/s")
+        lines.append(
+            Line(
+                "training step consumes (1 node)",
+                [(float(r["workers"]), float(data["consumed_samples_per_s"])) for r in rows],
+                True,
+            )
+        )
+    return line_chart(
+        "Loader throughput from shared storage", lines, x_label="reader processes", y_unit="samples/s"
+    )
 
 
 TELEMETRY_CHARTS = (
@@ -108,7 +127,11 @@ def telemetry_charts(key: str, nodes: dict[str, Any]) -> list[str]:
             series = tel.get("series") or {}
             if field not in series:
                 continue
-            pts = [(t, v * scale) for t, v in zip(series.get("t", []), series[field], strict=False) if v is not None]
+            pts = [
+                (t, v * scale)
+                for t, v in zip(series.get("t", []), series[field], strict=False)
+                if v is not None
+            ]
             if pts:
                 lines.append(Line(node, pts))
         if lines:
@@ -125,8 +148,10 @@ def render(result: dict[str, Any]) -> str:
         "breakdown": Markup(breakdown_chart(train)) if train else None,
         "latency": [Markup(c) for c in latency_charts(infer)] if infer else [],
         "loader": Markup(loader_chart(data)) if data.get("rows") else None,
-        "telemetry": {key: [Markup(c) for c in telemetry_charts(key, nodes)]
-                      for key, nodes in (result.get("telemetry") or {}).items()},  # fmt: skip
+        "telemetry": {
+            key: [Markup(c) for c in telemetry_charts(key, nodes)]
+            for key, nodes in (result.get("telemetry") or {}).items()
+        },  # fmt: skip
     }
     return _env().get_template("report.html.j2").render(r=result, charts=charts, parts=PARTS, labels=LABELS,
                                                         colors=PART_COLORS)  # fmt: skip

@@ -44,15 +44,22 @@ def points(rows: Sequence[InferBatch]) -> list[InferPoint]:
             rate += batch * mine[0].new_tokens / statistics.median(r.seconds for r in mine)
         lat = [r.seconds for r in same]
         out.append(
-            InferPoint(batch, len(lat) * batch, statistics.median(lat), percentile(lat, 99),
-                       statistics.median(r.ttft for r in same), rate, len(devices))  # fmt: skip
+            InferPoint(
+                batch,
+                len(lat) * batch,
+                statistics.median(lat),
+                percentile(lat, 99),
+                statistics.median(r.ttft for r in same),
+                rate,
+                len(devices),
+            )  # fmt: skip
         )
     return out
 
 
 def knee(found: Sequence[InferPoint], gain: float = KNEE_GAIN) -> InferPoint | None:
     ordered = sorted(found, key=lambda p: p.batch)
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in zip(ordered, ordered[1:], strict=False):
         doublings = math.log2(b.batch / a.batch) if b.batch > a.batch else 1.0
         more = b.tokens_per_s / a.tokens_per_s - 1 if a.tokens_per_s > 0 else 0.0
         if more < gain * doublings and b.latency_p50 > a.latency_p50:
@@ -71,7 +78,11 @@ def knee_line(found: Sequence[InferPoint], point: InferPoint | None) -> str:
         )
     after = [p for p in found if p.batch > point.batch]
     nxt = min(after, key=lambda p: p.batch) if after else None
-    more = f"; batch {nxt.batch} adds {100 * (nxt.tokens_per_s / point.tokens_per_s - 1):.0f} % tokens/s for p50 latency {nxt.latency_p50 * 1000:.0f} ms" if nxt else ""
+    more = (
+        f"; batch {nxt.batch} adds {100 * (nxt.tokens_per_s / point.tokens_per_s - 1):.0f} % tokens/s for p50 latency {nxt.latency_p50 * 1000:.0f} ms"
+        if nxt
+        else ""
+    )
     return (
         f"knee at batch {point.batch}: {point.tokens_per_s:,.0f} tokens/s at p50 latency "
         f"{point.latency_p50 * 1000:.0f} ms (p99 {point.latency_p99 * 1000:.0f} ms){more}"

@@ -21,7 +21,9 @@ from clusterforge.benchmark.records import (
 )
 
 # Errors a rank reports because a peer went away: a consequence, not the cause.
-PEER_ERRORS = re.compile(r"connection (reset|closed)|broken pipe|peer|socket timeout|timed out|gloo|nccl", re.I)
+PEER_ERRORS = re.compile(
+    r"connection (reset|closed)|broken pipe|peer|socket timeout|timed out|gloo|nccl", re.I
+)
 
 
 @dataclass
@@ -55,7 +57,11 @@ def last_line(text: str) -> str:
 
 def parse_job(job: JobOutput, ranks_per_node: int, steps_expected: int) -> Parsed:
     nodes = {n: parse_node(job.files.get(f"node-{n}.json"), n) for n in job.nodes}
-    telemetry = {n: parse_telemetry(job.files[f"telemetry-{n}.jsonl"], n) for n in job.nodes if f"telemetry-{n}.jsonl" in job.files}
+    telemetry = {
+        n: parse_telemetry(job.files[f"telemetry-{n}.jsonl"], n)
+        for n in job.nodes
+        if f"telemetry-{n}.jsonl" in job.files
+    }
     ranks: list[RankRun] = []
     if job.workload == "train":
         for index, node in enumerate(job.nodes):
@@ -65,7 +71,9 @@ def parse_job(job: JobOutput, ranks_per_node: int, steps_expected: int) -> Parse
     return Parsed(nodes, ranks, telemetry, failures(job, nodes, ranks, steps_expected))
 
 
-def failures(job: JobOutput, nodes: dict[str, NodeRun], ranks: list[RankRun], steps_expected: int) -> list[str]:
+def failures(
+    job: JobOutput, nodes: dict[str, NodeRun], ranks: list[RankRun], steps_expected: int
+) -> list[str]:
     where = f"(output kept in {job.folder})"
     if not job.submitted:
         return [f"{job.key}: {job.state}"]
@@ -78,7 +86,13 @@ def failures(job: JobOutput, nodes: dict[str, NodeRun], ranks: list[RankRun], st
         node = nodes[name]
         if not node.found:
             extra = f": {node.error}" if node.error else ""
-            causes.append((-1, 0, f"{job.key}: {name} gave no result{extra} (the job did not run there, or the node died) {where}"))
+            causes.append(
+                (
+                    -1,
+                    0,
+                    f"{job.key}: {name} gave no result{extra} (the job did not run there, or the node died) {where}",
+                )
+            )
             continue
         if node.error:
             causes.append((-1, 0, f"{job.key}: {name}: {node.error} {where}"))
@@ -92,7 +106,13 @@ def failures(job: JobOutput, nodes: dict[str, NodeRun], ranks: list[RankRun], st
             elif proc.rc != 0:
                 err = last_line(proc.stderr_tail) or "no error output"
                 peer = bool(PEER_ERRORS.search(proc.stderr_tail))
-                causes.append((got + (1 if peer else 0), 2, f"{job.key}: {who} exited {proc.rc} at step {got}: {err} {where}"))
+                causes.append(
+                    (
+                        got + (1 if peer else 0),
+                        2,
+                        f"{job.key}: {who} exited {proc.rc} at step {got}: {err} {where}",
+                    )
+                )
     if causes:
         causes.sort(key=lambda c: (c[0], c[1]))
         out.extend(line for _, _, line in causes)
@@ -101,5 +121,7 @@ def failures(job: JobOutput, nodes: dict[str, NodeRun], ranks: list[RankRun], st
     if not out and job.workload == "train":
         short = [r for r in ranks if len(r.measured) < steps_expected]
         for r in short:
-            out.append(f"{job.key}: rank {r.rank} on {r.node} recorded {len(r.measured)} of {steps_expected} measured steps {where}")
+            out.append(
+                f"{job.key}: rank {r.rank} on {r.node} recorded {len(r.measured)} of {steps_expected} measured steps {where}"
+            )
     return out

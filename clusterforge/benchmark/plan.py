@@ -159,7 +159,9 @@ def _few(eligible: Sequence[str], excluded: Mapping[str, str], shown: int = 5) -
     groups: dict[str, list[str]] = {}
     for name, why in sorted(excluded.items()):
         groups.setdefault(why, []).append(name)
-    rest = "; ".join(f"{_names(names, shown)} {why}" for why, names in sorted(groups.items(), key=lambda g: -len(g[1])))
+    rest = "; ".join(
+        f"{_names(names, shown)} {why}" for why, names in sorted(groups.items(), key=lambda g: -len(g[1]))
+    )
     return f"{have}; {rest}" if rest else have
 
 

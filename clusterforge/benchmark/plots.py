@@ -96,11 +96,17 @@ def line_chart(title: str, lines: list[Line], *, x_label: str, y_unit: str, x_lo
     n_points = sum(len(ln.points) for ln in lines)
     out = _y_axis(y, y_unit)
     if x_ticks is None:
-        x_ticks = sorted({p for p, _ in (pt for ln in lines for pt in ln.points)}) if len(xs) <= 12 else nice_ticks(lo, hi)
+        x_ticks = (
+            sorted({p for p, _ in (pt for ln in lines for pt in ln.points)})
+            if len(xs) <= 12
+            else nice_ticks(lo, hi)
+        )
     for tick in x_ticks:
         if (x_log2 and tick <= 0) or tick < lo or tick > hi:
             continue
-        out.append(f'<text x="{x(tick):.2f}" y="{H - B + 16}" text-anchor="middle" class="tick">{fmt_num(tick)}</text>')
+        out.append(
+            f'<text x="{x(tick):.2f}" y="{H - B + 16}" text-anchor="middle" class="tick">{fmt_num(tick)}</text>'
+        )
     for ln in lines:
         pts = sorted(p for p in ln.points if not x_log2 or p[0] > 0)
         color = colors[ln.name]
@@ -119,7 +125,9 @@ def line_chart(title: str, lines: list[Line], *, x_label: str, y_unit: str, x_lo
         out.append("</g>")
     out += _axes(x_label)
     legend, height = _legend([ln.name for ln in lines], H - 14, colors)
-    return "\n".join([*_open(title, "line-chart", f'data-points="{n_points}"', height), *out, *legend, "</svg>"])
+    return "\n".join(
+        [*_open(title, "line-chart", f'data-points="{n_points}"', height), *out, *legend, "</svg>"]
+    )
 
 
 def stacked_bars(title: str, stacks: list[Stack], *, y_unit: str, colors: dict[str, str]) -> str:
@@ -132,7 +140,9 @@ def stacked_bars(title: str, stacks: list[Stack], *, y_unit: str, colors: dict[s
     for i, s in enumerate(stacks):
         x0 = L + i * span + (span - width) / 2
         base = 0.0
-        out.append(f'<g class="stack" data-label="{escape(s.label)}" data-total="{sum(v for _, v in s.parts)!r}">')
+        out.append(
+            f'<g class="stack" data-label="{escape(s.label)}" data-total="{sum(v for _, v in s.parts)!r}">'
+        )
         for name, value in s.parts:
             if name not in names:
                 names.append(name)
@@ -149,7 +159,9 @@ def stacked_bars(title: str, stacks: list[Stack], *, y_unit: str, colors: dict[s
         )
     out += _axes("")
     legend, height = _legend(names, H - 32, colors)
-    return "\n".join([*_open(title, "stacked-bars", f'data-bars="{len(stacks)}"', height), *out, *legend, "</svg>"])
+    return "\n".join(
+        [*_open(title, "stacked-bars", f'data-bars="{len(stacks)}"', height), *out, *legend, "</svg>"]
+    )
 
 
 def log2_ticks(values: list[float]) -> list[float]:

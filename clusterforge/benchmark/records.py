@@ -187,14 +187,21 @@ def parse_node(text: str | None, node: str) -> NodeRun:
                 )
             )
     software = data.get("software") if isinstance(data.get("software"), dict) else {}
-    return NodeRun(node, True, str(data.get("error") or ""), {str(k): str(v) for k, v in software.items()}, procs)
+    return NodeRun(
+        node, True, str(data.get("error") or ""), {str(k): str(v) for k, v in software.items()}, procs
+    )
 
 
 def parse_infer(text: str) -> list[InferBatch]:
     rows, _ = json_lines(text)
     return [
-        InferBatch(int(_num(r.get("local_rank"))), int(_num(r.get("batch"))), _num(r.get("seconds")),
-                   _num(r.get("ttft")), int(_num(r.get("new_tokens"))))  # fmt: skip
+        InferBatch(
+            int(_num(r.get("local_rank"))),
+            int(_num(r.get("batch"))),
+            _num(r.get("seconds")),
+            _num(r.get("ttft")),
+            int(_num(r.get("new_tokens"))),
+        )  # fmt: skip
         for r in rows
         if r.get("kind") == "batch" and _num(r.get("seconds")) > 0 and _num(r.get("batch")) > 0
     ]
@@ -203,8 +210,13 @@ def parse_infer(text: str) -> list[InferBatch]:
 def parse_loader(text: str) -> list[LoaderRow]:
     rows, _ = json_lines(text)
     return [
-        LoaderRow(int(_num(r.get("workers"))), _num(r.get("samples_per_s")), _num(r.get("mb_per_s")),
-                  _num(r.get("seconds")), bool(r.get("direct", True)))  # fmt: skip
+        LoaderRow(
+            int(_num(r.get("workers"))),
+            _num(r.get("samples_per_s")),
+            _num(r.get("mb_per_s")),
+            _num(r.get("seconds")),
+            bool(r.get("direct", True)),
+        )  # fmt: skip
         for r in rows
         if r.get("kind") == "loader" and _num(r.get("workers")) > 0
     ]

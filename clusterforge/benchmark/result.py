@@ -53,8 +53,13 @@ def train_point(p: TrainPoint, lim: Limit | None) -> dict[str, Any]:
         "slow_rank": asdict(p.slow_rank) if p.slow_rank is not None else None,
         "limit": limit_dict(lim),
         "ranks_detail": [
-            {"rank": s.rank, "node": s.node, "own_s": s.own, "critical_share": round(s.critical_share, 3),
-             "parts": s.parts}  # fmt: skip
+            {
+                "rank": s.rank,
+                "node": s.node,
+                "own_s": s.own,
+                "critical_share": round(s.critical_share, 3),
+                "parts": s.parts,
+            }  # fmt: skip
             for s in p.ranks_stats
         ],
     }

@@ -72,14 +72,22 @@ def candidates(spec: ClusterSpec, nodes: list[Node], journal: Journal) -> list[C
             continue
         rec = journal.record(n.name)
         out.append(
-            Candidate(n.name, n.instance_type, n.state == "running",
-                      rec.verdict == "pass" and journal.is_done(n.name, "certified"), bool(rec.certifying),
-                      rec.verdict, rec.reason)  # fmt: skip
+            Candidate(
+                n.name,
+                n.instance_type,
+                n.state == "running",
+                rec.verdict == "pass" and journal.is_done(n.name, "certified"),
+                bool(rec.certifying),
+                rec.verdict,
+                rec.reason,
+            )  # fmt: skip
         )
     return out
 
 
-def prepare_context(spec: ClusterSpec, workloads: list[str], counts: list[int], seams: Seams) -> tuple[Plan, Sizes, Node, list[Node]]:
+def prepare_context(
+    spec: ClusterSpec, workloads: list[str], counts: list[int], seams: Seams
+) -> tuple[Plan, Sizes, Node, list[Node]]:
     """Everything decided before a job: the plan, the sizes, the head node. Raises Refused."""
     if not spec.storage.shared_path:
         raise Refused(
@@ -90,7 +98,9 @@ def prepare_context(spec: ClusterSpec, workloads: list[str], counts: list[int], 
     nodes = provider.nodes(spec)
     heads = sorted((n for n in nodes if n.role == "head" and n.state == "running"), key=lambda n: n.name)
     if not heads:
-        raise Refused(f"stack {spec.stack!r} has no running head node: run `invoke up --stack {spec.stack}` first")
+        raise Refused(
+            f"stack {spec.stack!r} has no running head node: run `invoke up --stack {spec.stack}` first"
+        )
     try:
         slurm = Admission(seams.runner(heads[0], timeout_s=60)).nodes()
     except AdmissionError as exc:
@@ -192,7 +202,9 @@ def benchmark(
     path = store.save(doc)
     page = store.save_html(run_id, render(doc))
     code = EXIT_OK if doc["verdict"]["ok"] else EXIT_FAILED
-    return Outcome(code, doc, {"result": str(path), "html": str(page), "raw": str(store.run_dir(run_id) / "raw")})
+    return Outcome(
+        code, doc, {"result": str(path), "html": str(page), "raw": str(store.run_dir(run_id) / "raw")}
+    )
 
 
 def _json(data: dict[str, Any]) -> str:
@@ -233,8 +245,14 @@ def analyse(
             continue
         if out.workload == "train":
             points.append(
-                breakdown.analyse(parsed.ranks, len(out.nodes), tokens_per_rank_step, flops_per_token=fpt if peak else None,
-                                  peak_flops_per_rank=peak, slow_gap=settings.slow_rank_gap_pct / 100)  # fmt: skip
+                breakdown.analyse(
+                    parsed.ranks,
+                    len(out.nodes),
+                    tokens_per_rank_step,
+                    flops_per_token=fpt if peak else None,
+                    peak_flops_per_rank=peak,
+                    slow_gap=settings.slow_rank_gap_pct / 100,
+                )  # fmt: skip
             )
         elif out.workload == "infer":
             for name, text in out.files.items():
@@ -249,7 +267,11 @@ def analyse(
     ipoints = inference.points(infer_rows)
     knee = inference.knee(ipoints)
     one = next((p for p in points if p.nodes == 1), None)
-    consumed = sizes.ranks_per_node * int(sizes.train["micro_batch"]) / one.step_median if one and one.step_median > 0 else None
+    consumed = (
+        sizes.ranks_per_node * int(sizes.train["micro_batch"]) / one.step_median
+        if one and one.step_median > 0
+        else None
+    )
     journal = Journal(spec.stack, stack_dir(spec.stack).parent)
     for name in sorted({n for o in outputs for n in o.nodes}):
         software.setdefault(name, {}).update(node_versions(journal, name))
@@ -300,6 +322,8 @@ def verdict(doc: dict[str, Any], gates: list[compare.Gate]) -> dict[str, Any]:
     lines += [f"FAILED: {f}" for f in doc["failures"]]
     lines += [f"regression: {r['line']}" for r in doc["regressions"]]
     lines += [f"gate {'passed' if g.passed else 'FAILED'}: {g.line}" for g in gates]
-    lines += [f"skipped: {s['workload']} at {s['nodes']} node(s): {s['reason']}" for s in doc["plan"]["skipped"]]
+    lines += [
+        f"skipped: {s['workload']} at {s['nodes']} node(s): {s['reason']}" for s in doc["plan"]["skipped"]
+    ]
     ok = not doc["failures"] and all(g.passed for g in gates)
     return {"ok": ok, "lines": lines}

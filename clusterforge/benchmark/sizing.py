@@ -175,5 +175,7 @@ def check_fit(model: dict[str, int], micro_batch: int, fp32: bool, memory: int, 
     widths = [d for d in range(model["d_model"] - step, 0, -step)
               if train_memory_bytes({**model, "layers": 1, "d_model": d}, 1, fp32) <= budget]  # fmt: skip
     if widths:
-        raise SizeError(f"{head}: not even one layer fits at this width; d_model {widths[0]} at 1 layer and micro_batch 1 would")
+        raise SizeError(
+            f"{head}: not even one layer fits at this width; d_model {widths[0]} at 1 layer and micro_batch 1 would"
+        )
     raise SizeError(f"{head}: not even the smallest width fits: lower vocab or seq_len")

@@ -457,7 +457,9 @@ class BenchmarkData(_Strict):
     @classmethod
     def _whole_blocks(cls, value: int | None) -> int | None:
         if value is not None and value % 4:
-            raise ValueError(f"sample_kib {value}: give a multiple of 4 (reads bypass the page cache in 4 KiB blocks)")
+            raise ValueError(
+                f"sample_kib {value}: give a multiple of 4 (reads bypass the page cache in 4 KiB blocks)"
+            )
         return value
 
 
@@ -465,20 +467,32 @@ class Benchmark(_Strict):
     """`invoke benchmark`: workload sizes and the gates a run must pass (exit 1 when one fails)."""
 
     min_scaling_efficiency: float | None = Field(
-        None, gt=0, le=1, description="Gate: training's scaling efficiency against one node, at every node count"
+        None,
+        gt=0,
+        le=1,
+        description="Gate: training's scaling efficiency against one node, at every node count",
     )
     min_mfu: float | None = Field(None, gt=0, le=1, description="Gate: model FLOP utilisation (GPU nodes)")
     fail_on_regression: bool = Field(
         False, description="Gate: a figure more than regression_pct under the last comparable run fails"
     )
     regression_pct: float = Field(
-        10, gt=0, lt=100, description="How far under the last comparable run a figure must be to be named a regression"
+        10,
+        gt=0,
+        lt=100,
+        description="How far under the last comparable run a figure must be to be named a regression",
     )
     slow_rank_gap_pct: float = Field(
-        25, gt=0, le=1000, description="A rank whose own time per step is this far over its peers' is the slow rank"
+        25,
+        gt=0,
+        le=1000,
+        description="A rank whose own time per step is this far over its peers' is the slow rank",
     )
     limit_share_pct: float = Field(
-        15, gt=0, lt=100, description="A part other than compute names the limit once it takes this share of the step"
+        15,
+        gt=0,
+        lt=100,
+        description="A part other than compute names the limit once it takes this share of the step",
     )
     time_limit_min: int = Field(15, ge=1, le=1440, description="Slurm time limit of each benchmark job")
     container_image: str | None = Field(

@@ -51,10 +51,16 @@ class FakeHead:
             return 0, "", ""
         if argv[:2] == ["python3", "-c"] and argv[2] == READ_FOLDER:
             prefix = argv[3].rstrip("/") + "/"
-            files = {p[len(prefix):]: t for p, t in self.fs.items() if p.startswith(prefix) and "/" not in p[len(prefix):]}
+            files = {
+                p[len(prefix) :]: t
+                for p, t in self.fs.items()
+                if p.startswith(prefix) and "/" not in p[len(prefix) :]
+            }
             return 0, json.dumps(files), ""
         if argv[0] == "cat":
-            return (0, self.fs[argv[1]], "") if argv[1] in self.fs else (1, "", f"cat: {argv[1]}: No such file")
+            return (
+                (0, self.fs[argv[1]], "") if argv[1] in self.fs else (1, "", f"cat: {argv[1]}: No such file")
+            )
         if argv[0] == "sbatch":
             return self._sbatch(argv)
         if argv[0] == "squeue":
@@ -101,7 +107,15 @@ class FakeHead:
                 rank = index
                 lines, rc, timed_out, err = self._rank_lines(job, b, len(names))
                 self._write(job, f"rank-{rank}.jsonl", "\n".join(json.dumps(x) for x in lines) + "\n")
-                procs.append({"name": f"rank-{rank}", "rc": rc, "timed_out": timed_out, "seconds": 9.0, "stderr_tail": err})
+                procs.append(
+                    {
+                        "name": f"rank-{rank}",
+                        "rc": rc,
+                        "timed_out": timed_out,
+                        "seconds": 9.0,
+                        "stderr_tail": err,
+                    }
+                )
             elif kind == "infer" and index == 0:
                 rows = [{"kind": "batch", "local_rank": 0, "batch": bs, "repeat": r, "seconds": 0.1 * (1 + bs / 8),
                          "ttft": 0.01, "new_tokens": job["infer"]["new_tokens"]}
@@ -114,13 +128,32 @@ class FakeHead:
                         for w in job["data"]["workers"]]  # fmt: skip
                 self._write(job, "data.jsonl", "\n".join(json.dumps(x) for x in rows) + "\n")
                 procs.append({"name": "data", "rc": 0, "timed_out": False, "seconds": 6.0})
-            tel = [{"kind": "meta", "node": node, "interval_s": 0.5, "cpu_limit_cores": 1.0 / b.compute,
-                    "gpu": "no nvidia-smi on this node", "power": "not available"}]
+            tel = [
+                {
+                    "kind": "meta",
+                    "node": node,
+                    "interval_s": 0.5,
+                    "cpu_limit_cores": 1.0 / b.compute,
+                    "gpu": "no nvidia-smi on this node",
+                    "power": "not available",
+                }
+            ]
             tel += [{"kind": "sample", "t": 0.5 * (k + 1), "cpu_pct": 90.0 / b.compute, "cpu_cores": 0.9,
                      "mem_bytes": 2e8, "net_rx_bps": 1e6 * k, "net_tx_bps": 1e6 * k} for k in range(6)]  # fmt: skip
             self._write(job, f"telemetry-{node}.jsonl", "\n".join(json.dumps(x) for x in tel) + "\n")
-            record = {"kind": "node", "node": node, "index": index, "processes": procs, "error": "",
-                      "software": {"python": "3.11.2", "torch": "2.13.0+cpu", "kernel": "6.1.0", "validators": "validators-abc"}}
+            record = {
+                "kind": "node",
+                "node": node,
+                "index": index,
+                "processes": procs,
+                "error": "",
+                "software": {
+                    "python": "3.11.2",
+                    "torch": "2.13.0+cpu",
+                    "kernel": "6.1.0",
+                    "validators": "validators-abc",
+                },
+            }
             self._write(job, f"node-{node}.json", json.dumps(record))  # fmt: skip
 
     def _rank_lines(self, job: dict[str, Any], b: Behaviour, nodes: int) -> tuple[list[dict], int, bool, str]:
@@ -132,7 +165,12 @@ class FakeHead:
             if b.hang_after is not None and i > b.hang_after:
                 return lines, -15, True, ""
             if b.exit_at is not None and i == b.exit_at:
-                return lines, 1, False, "Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access"
+                return (
+                    lines,
+                    1,
+                    False,
+                    "Traceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access",
+                )
             comm = b.comm if nodes > 1 else 0.001
             wait = (0.3 * (peers_slow - b.compute) if nodes > 1 else 0.0) + comm
             s = step(i, data=b.data, fwd=0.1 * b.compute, bwd=0.2 * b.compute, exposed=wait, opt=0.01,

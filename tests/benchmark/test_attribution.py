@@ -10,7 +10,9 @@ TOKENS = 512
 
 
 def _run(nodes: int, **kw: float) -> object:
-    return analyse([rank(k, f"node-00{k + 1}", [step(i, **kw) for i in range(6)]) for k in range(nodes)], nodes, TOKENS)
+    return analyse(
+        [rank(k, f"node-00{k + 1}", [step(i, **kw) for i in range(6)]) for k in range(nodes)], nodes, TOKENS
+    )
 
 
 def test_a_healthy_run_is_compute_bound() -> None:
@@ -26,7 +28,10 @@ def test_a_throttled_link_names_exposed_communication_with_its_growth_and_effici
     lim = limit_of(four, one)
     assert lim.part == "exposed_comm"
     assert lim.share == four.breakdown.share("exposed_comm") > 0.3
-    assert "at 4 nodes, exposed communication is 39 % of the step (0.2 s of 0.51 s, +0.195 s from 1 node)" in lim.line
+    assert (
+        "at 4 nodes, exposed communication is 39 % of the step (0.2 s of 0.51 s, +0.195 s from 1 node)"
+        in lim.line
+    )
     assert lim.line.endswith(f"; efficiency {four.efficiency:.2f}")
 
 

@@ -12,7 +12,11 @@ TOKENS = 512  # per rank per step
 
 
 def test_one_rank_parts_sum_to_the_mean_step_and_compute_excludes_the_wait() -> None:
-    r = rank(0, "node-001", [step(i, data=0.01, fwd=0.1, bwd=0.2, exposed=0.05, opt=0.02, overhead=0.004) for i in range(4)])
+    r = rank(
+        0,
+        "node-001",
+        [step(i, data=0.01, fwd=0.1, bwd=0.2, exposed=0.05, opt=0.02, overhead=0.004) for i in range(4)],
+    )
     assert r.steps[0].backward == pytest.approx(0.25)  # what the workload records: compute, then the wait
     p = analyse([r], 1, TOKENS)
     parts = p.breakdown.parts
@@ -121,7 +125,9 @@ def test_a_slow_storage_path_is_the_slow_rank_by_data_wait() -> None:
 
 def test_noise_below_the_gap_names_no_slow_rank() -> None:
     jitter = (1.0, 1.1, 0.95, 1.2)  # up to 20 % apart: under the default 25 % gap
-    ranks = [rank(k, f"n{k}", [step(i, fwd=0.1 * f, bwd=0.2 * f) for i in range(5)]) for k, f in enumerate(jitter)]
+    ranks = [
+        rank(k, f"n{k}", [step(i, fwd=0.1 * f, bwd=0.2 * f) for i in range(5)]) for k, f in enumerate(jitter)
+    ]
     assert analyse(ranks, 4, TOKENS).slow_rank is None
     assert analyse(ranks, 4, TOKENS, slow_gap=0.1).slow_rank is not None
 

@@ -48,6 +48,8 @@ def test_gates_pass_and_fail_with_their_figures() -> None:
 
 
 def test_a_gate_without_figures_fails_closed() -> None:
-    (eff, mfu) = gates(Benchmark(min_scaling_efficiency=0.8, min_mfu=0.3), [{"nodes": 1, "efficiency": 1.0, "mfu": None}], [])
+    (eff, mfu) = gates(
+        Benchmark(min_scaling_efficiency=0.8, min_mfu=0.3), [{"nodes": 1, "efficiency": 1.0, "mfu": None}], []
+    )
     assert not eff.passed and "no training run above one node" in eff.line
     assert not mfu.passed and "GPU nodes only" in mfu.line

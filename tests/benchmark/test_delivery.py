@@ -20,7 +20,11 @@ def test_fed_names_the_fewest_readers_and_where_reading_stops_scaling() -> None:
 def test_starved_says_by_how_much() -> None:
     d = judge([row(1, 3), row(2, 6)], 20.0, 65536)
     assert d.fed is False and d.enough_workers is None
-    assert "storage cannot keep a node fed" in d.line and "(0.30x)" in d.line and "still scaling at 2 readers" in d.line
+    assert (
+        "storage cannot keep a node fed" in d.line
+        and "(0.30x)" in d.line
+        and "still scaling at 2 readers" in d.line
+    )
 
 
 def test_without_a_training_figure_there_is_no_verdict() -> None:

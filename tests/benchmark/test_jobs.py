@@ -18,7 +18,9 @@ def test_a_job_takes_its_nodes_whole_and_writes_into_its_folder() -> None:
     assert argv[:2] == ["sbatch", "--parsable"]
     assert "-w" in argv and argv[argv.index("-w") + 1] == "node-001,node-002"
     assert "--exclusive" in argv and argv[argv.index("-t") + 1] == "15"
-    assert argv[argv.index("-o") + 1] == "/shared/.clusterforge/benchmark/20261202T101500Z/train-2n/job-%j.out"
+    assert (
+        argv[argv.index("-o") + 1] == "/shared/.clusterforge/benchmark/20261202T101500Z/train-2n/job-%j.out"
+    )
     wrap = shlex.split(argv[argv.index("--wrap") + 1])
     assert wrap[:2] == ["srun", "--ntasks-per-node=1"]
     assert wrap[2:5] == ["/usr/bin/python3", "-m", "validators.workloads.benchmark.node"]
@@ -42,7 +44,10 @@ def test_job_config_carries_sizes_nodes_and_a_port_per_job() -> None:
     sizes = sizes_for(Benchmark(), HW["local"])
     nodes = [Address("node-001", "10.89.42.11"), Address("node-002", "10.89.42.12")]
     cfg = job_config(jobs, "train-2n", "train", nodes, sizes, 3)
-    assert cfg["nodes"] == [{"name": "node-001", "address": "10.89.42.11"}, {"name": "node-002", "address": "10.89.42.12"}]
+    assert cfg["nodes"] == [
+        {"name": "node-001", "address": "10.89.42.11"},
+        {"name": "node-002", "address": "10.89.42.12"},
+    ]
     assert cfg["port"] == 29623 and cfg["device"] == "cpu" and cfg["ranks_per_node"] == 1
     assert cfg["out"] == "/shared/.clusterforge/benchmark/r1/train-2n"
     assert cfg["data"]["path"].startswith("/shared/.clusterforge/benchmark/data/")

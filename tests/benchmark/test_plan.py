@@ -19,7 +19,13 @@ node-007 idle none
 
 
 def cand(name: str, **kw: object) -> Candidate:
-    base = {"instance_type": "local", "running": True, "certified": True, "certifying": False, "verdict": "pass"}
+    base = {
+        "instance_type": "local",
+        "running": True,
+        "certified": True,
+        "certifying": False,
+        "verdict": "pass",
+    }
     return Candidate(name, **{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -66,7 +72,10 @@ def test_many_excluded_nodes_are_grouped_in_a_short_line() -> None:
     sinfo = parse_sinfo("\n".join(f"node-{i:04d} drained clusterforge: upgrading" for i in range(1, 4097)))
     plan = make_plan(["train"], [1], cands, sinfo)
     (skip,) = plan.skipped
-    assert "node-0001, node-0002, node-0003, node-0004, node-0005 and 4091 more drained (clusterforge: upgrading)" in skip.reason
+    assert (
+        "node-0001, node-0002, node-0003, node-0004, node-0005 and 4091 more drained (clusterforge: upgrading)"
+        in skip.reason
+    )
     assert len(skip.reason) < 200
 
 

@@ -56,7 +56,12 @@ def test_all_workloads_complete_with_figures_per_node_count(cluster) -> None:  #
     points = {p["nodes"]: p for p in doc["train"]["points"]}
     assert sorted(points) == [1, 2, 4]
     for p in points.values():
-        assert p["tokens_per_s"] > 0 and set(p["breakdown"]) >= {"compute", "exposed_comm", "data_wait", "optimizer"}
+        assert p["tokens_per_s"] > 0 and set(p["breakdown"]) >= {
+            "compute",
+            "exposed_comm",
+            "data_wait",
+            "optimizer",
+        }
     assert points[1]["efficiency"] == 1.0 and 0.9 < points[4]["efficiency"] < 1.0
     assert doc["train"]["limit"]["part"] == "compute"
     assert doc["infer"]["points"] and doc["data"]["fed"] is True
@@ -65,7 +70,14 @@ def test_all_workloads_complete_with_figures_per_node_count(cluster) -> None:  #
     # one sbatch per run plus the dataset, never two runs at once
     prefix = "clusterforge-bench-20261202T100000Z-"
     names = [c[c.index("-J") + 1] for c in head.calls if c[0] == "sbatch"]
-    assert [n.removeprefix(prefix) for n in names] == ["prepare", "train-1n", "train-2n", "train-4n", "infer-1n", "data-1n"]
+    assert [n.removeprefix(prefix) for n in names] == [
+        "prepare",
+        "train-1n",
+        "train-2n",
+        "train-4n",
+        "infer-1n",
+        "data-1n",
+    ]
     stored = Path(out.paths["result"])
     assert json.loads(stored.read_text())["run_id"] == "20261202T100000Z"
     assert (stored.parent / "report.html").is_file()
@@ -75,7 +87,9 @@ def test_all_workloads_complete_with_figures_per_node_count(cluster) -> None:  #
 def test_a_second_run_reuses_the_dataset_and_compares_with_the_first(cluster) -> None:  # noqa: ANN001
     spec, provider, head = cluster
     run(spec, provider, head, counts=(1, 2), run_id="20261202T100000Z")
-    head.behaviour.update({"node-001": Behaviour(comm=0.3), "node-002": Behaviour(comm=0.3)})  # slower all-reduce
+    head.behaviour.update(
+        {"node-001": Behaviour(comm=0.3), "node-002": Behaviour(comm=0.3)}
+    )  # slower all-reduce
     out, _ = run(spec, provider, head, counts=(1, 2), run_id="20261202T110000Z")
     assert sum(1 for c in head.calls if c[0] == "sbatch" and "prepare" in c[c.index("-J") + 1]) == 1
     doc = out.result
@@ -126,7 +140,9 @@ def test_a_hung_rank_is_named_and_the_other_runs_go_on(cluster) -> None:  # noqa
     assert doc is not None
     assert [p["nodes"] for p in doc["train"]["points"]] == [1, 2]
     (line,) = doc["failures"]
-    assert line.startswith("train-4n: rank 2 on node-003 hung: stopped at the job's deadline after step 5 (output kept in ")
+    assert line.startswith(
+        "train-4n: rank 2 on node-003 hung: stopped at the job's deadline after step 5 (output kept in "
+    )
     assert doc["infer"]["points"], "the inference run after the failed one still ran"
     assert {r["key"]: r["state"] for r in doc["runs"]}["train-4n"] == "failed"
 
@@ -139,7 +155,10 @@ def test_too_few_certified_nodes_skips_counts_and_says_why(cluster) -> None:  # 
     assert out.code == EXIT_OK
     assert any(n.startswith("skipped: train at 4 node(s): needs 4 certified idle nodes; 2 are (node-001, node-002)")
                for n in notes), notes  # fmt: skip
-    assert any("node-003 under certification" in n and "node-004 drained (clusterforge: gloo-allreduce" in n for n in notes)
+    assert any(
+        "node-003 under certification" in n and "node-004 drained (clusterforge: gloo-allreduce" in n
+        for n in notes
+    )
     for call in head.calls:
         if call[0] == "sbatch":
             assert not {"node-003", "node-004"} & set(call[call.index("-w") + 1].split(","))
@@ -164,7 +183,9 @@ def test_no_head_node_or_no_shared_storage_is_refused(cluster) -> None:  # noqa:
     assert out.code == EXIT_REFUSED and "no running head node" in notes[-1]
 
 
-def test_a_job_that_cannot_start_is_cancelled_with_slurms_reason(cluster, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_a_job_that_cannot_start_is_cancelled_with_slurms_reason(
+    cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
     spec, provider, head = cluster
     clock = iter(range(0, 100000, 30))
     seams_timing = Timing(poll_s=0, clock=lambda: float(next(clock)), sleep=lambda _: None)
@@ -180,5 +201,8 @@ def test_a_job_that_cannot_start_is_cancelled_with_slurms_reason(cluster, monkey
     notes: list[str] = []
     out = benchmark(spec, ["train"], [1, 2], note=notes.append, seams=seams)
     assert out.result is not None and out.code == EXIT_FAILED
-    assert any("did not start within 120 s (squeue: PENDING ReqNodeNotAvail,_UnavailableNodes:node-002)" in n for n in notes)
+    assert any(
+        "did not start within 120 s (squeue: PENDING ReqNodeNotAvail,_UnavailableNodes:node-002)" in n
+        for n in notes
+    )
     assert [c for c in head.calls if c[0] == "scancel"]

@@ -39,10 +39,17 @@ def test_a_size_that_cannot_fit_is_refused_with_the_micro_batch_that_would() -> 
         sizes_for(bench(micro_batch=256), HW["p5.48xlarge"])
     text = str(err.value)
     assert text.startswith("benchmark.train: ")
-    assert "at micro_batch 256 need about" in text and "one H100 of p5.48xlarge (80 GiB) allows 72.0 GiB (90%)" in text
+    assert (
+        "at micro_batch 256 need about" in text
+        and "one H100 of p5.48xlarge (80 GiB) allows 72.0 GiB (90%)" in text
+    )
     fits = int(text.rsplit("micro_batch ", 1)[1].split()[0])
     model = sizes_for(Benchmark(), HW["p5.48xlarge"]).model
-    assert train_memory_bytes(model, fits, False) <= 0.9 * 80 * 2**30 < train_memory_bytes(model, fits + 1, False)
+    assert (
+        train_memory_bytes(model, fits, False)
+        <= 0.9 * 80 * 2**30
+        < train_memory_bytes(model, fits + 1, False)
+    )
 
 
 def test_when_not_even_one_sequence_fits_it_names_the_layers_that_would() -> None:
@@ -56,7 +63,9 @@ def test_inconsistent_sizes_are_refused_with_the_fix() -> None:
     with pytest.raises(SizeError, match="exceed the model's seq_len 64"):
         sizes_for(Benchmark.model_validate({"infer": {"prompt_tokens": 60, "new_tokens": 10}}), HW["local"])
     with pytest.raises(SizeError, match="sample_kib 12 would"):
-        sizes_for(Benchmark.model_validate({"train": {"seq_len": 4096}, "data": {"sample_kib": 4}}), HW["local"])
+        sizes_for(
+            Benchmark.model_validate({"train": {"seq_len": 4096}, "data": {"sample_kib": 4}}), HW["local"]
+        )
 
 
 def test_the_spec_refuses_unknown_keys_and_odd_sample_sizes() -> None:

@@ -85,3 +85,20 @@ def test_the_node_driver_finds_itself_and_its_commands() -> None:
     assert cmds[1][1][-4:] == ["--rank", "3", "--local-rank", "1"]
     assert node.commands({**job, "workload": "infer"}, 1, "/s/job.json") == []  # first node only
     assert [c[0] for c in node.commands({**job, "workload": "infer"}, 0, "c")] == ["infer-0", "infer-1"]
+
+
+def test_the_benchmark_workloads_use_python39_syntax_only() -> None:
+    import ast
+
+    folder = Path(__file__).resolve().parents[2] / "validators" / "workloads" / "benchmark"
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path), feature_version=(3, 9))
+        for item in ast.walk(tree):
+            assert not isinstance(item, getattr(ast, "Match", ())), f"{path.name}: match statement needs 3.10"
+            if isinstance(item, ast.Call) and getattr(item.func, "id", "") == "zip":
+                assert not any(k.arg == "strict" for k in item.keywords), f"{path.name}: zip(strict=) is 3.10"
+            if isinstance(item, ast.BinOp) and isinstance(
+                item.op, ast.BitOr
+            ):  # X | Y types are 3.10 at runtime
+                names = [getattr(side, "id", "") for side in (item.left, item.right)]
+                assert "None" not in names, f"{path.name}:{item.lineno}: use Optional[...] (3.9)"

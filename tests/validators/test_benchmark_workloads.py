@@ -104,7 +104,9 @@ def test_a_rank_whose_peer_never_comes_is_stopped_at_the_deadline_and_named(tmp_
     out = JobOutput("train-2n", "train", ("a", "b"), str(config.parent), "done", "1", got)
     failures = parse_job(out, 1, 4).failures
     assert failures[0].startswith("train-2n: b gave no result")
-    assert failures[1].startswith("train-2n: rank 0 on a hung: stopped at the job's deadline before its first step")
+    assert failures[1].startswith(
+        "train-2n: rank 0 on a hung: stopped at the job's deadline before its first step"
+    )
 
 
 def test_the_model_matches_the_workstation_sizing_and_the_cache_gives_the_same_tokens() -> None:

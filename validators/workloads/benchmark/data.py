@@ -18,6 +18,7 @@ Modes:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import mmap
@@ -82,10 +83,9 @@ def read_manifest(path: str) -> Optional[Dict[str, Any]]:
 
 def advise(fd: int, advice: str, offset: int = 0, length: int = 0) -> None:
     if hasattr(os, "posix_fadvise"):
-        try:
+        # a file system without fadvise: the figures may include cache hits
+        with contextlib.suppress(OSError):
             os.posix_fadvise(fd, offset, length, getattr(os, advice))
-        except OSError:
-            pass  # a file system without fadvise: the figures may include cache hits
 
 
 def drop_cache(fd: int, offset: int, length: int) -> None:
@@ -103,7 +103,9 @@ class Samples:
     def __init__(self, path: str) -> None:
         manifest = read_manifest(path)
         if manifest is None:
-            raise FileNotFoundError(f"{path}: no {MANIFEST}: the dataset was not prepared (or not completely)")
+            raise FileNotFoundError(
+                f"{path}: no {MANIFEST}: the dataset was not prepared (or not completely)"
+            )
         self.path = path
         self.per_shard = int(manifest["samples_per_shard"])
         self.sample_bytes = int(manifest["sample_bytes"])
@@ -144,7 +146,9 @@ class Samples:
             data = os.pread(fd, self.sample_bytes, offset)
             drop_cache(fd, offset, self.sample_bytes)
         if len(data) != self.sample_bytes:
-            raise OSError(f"{shard_name(shard)}: short read at sample {slot} ({len(data)} of {self.sample_bytes} B)")
+            raise OSError(
+                f"{shard_name(shard)}: short read at sample {slot} ({len(data)} of {self.sample_bytes} B)"
+            )
         return data
 
 
@@ -167,7 +171,9 @@ def measure(path: str, workers: int, seconds: float, offset: int) -> Dict[str, A
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     queue = ctx.Queue()
     deadline = time.monotonic() + seconds
-    procs = [ctx.Process(target=_reader, args=(path, offset + w, workers, deadline, queue)) for w in range(workers)]
+    procs = [
+        ctx.Process(target=_reader, args=(path, offset + w, workers, deadline, queue)) for w in range(workers)
+    ]
     for p in procs:
         p.start()
     results = [queue.get(timeout=seconds + 60) for _ in procs]

@@ -44,7 +44,9 @@ def run(job: Dict[str, Any], local_rank: int, out: Any) -> int:
     with torch.inference_mode():
         for batch in infer["batch_sizes"]:
             for r in range(-1, int(infer["repeats"])):  # r = -1: warm-up, not reported
-                prompt = torch.randint(0, int(cfg["vocab"]), (int(batch), prompt_len), generator=gen).to(device)
+                prompt = torch.randint(0, int(cfg["vocab"]), (int(batch), prompt_len), generator=gen).to(
+                    device
+                )
                 t0 = time.perf_counter()
                 logits, caches = model.step(prompt, None)
                 token = logits[:, -1, :].argmax(dim=-1, keepdim=True)

@@ -59,7 +59,9 @@ class Decoder(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.step(tokens, None)[0]
 
-    def step(self, tokens: torch.Tensor, caches: Optional[List[Cache]], start: int = 0) -> Tuple[torch.Tensor, List[Cache]]:
+    def step(
+        self, tokens: torch.Tensor, caches: Optional[List[Cache]], start: int = 0
+    ) -> Tuple[torch.Tensor, List[Cache]]:
         """Logits of ``tokens`` at positions ``start``...; with the blocks' caches of the positions before."""
         t = tokens.shape[1]
         x = self.embed(tokens) + self.pos(torch.arange(start, start + t, device=tokens.device))
@@ -79,7 +81,9 @@ def _init(module: nn.Module) -> None:
 
 def build(cfg: Dict[str, Any], seed: int = 1234) -> Decoder:
     torch.manual_seed(seed)
-    return Decoder(int(cfg["vocab"]), int(cfg["d_model"]), int(cfg["layers"]), int(cfg["heads"]), int(cfg["seq_len"]))
+    return Decoder(
+        int(cfg["vocab"]), int(cfg["d_model"]), int(cfg["layers"]), int(cfg["heads"]), int(cfg["seq_len"])
+    )
 
 
 def parameter_count(cfg: Dict[str, Any]) -> int:

@@ -19,6 +19,7 @@ stays in the folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -108,10 +109,8 @@ def stop(proc: "subprocess.Popen[bytes]") -> None:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(10)
         except (OSError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
             proc.wait()
 
 
@@ -137,8 +136,17 @@ def run(job: Dict[str, Any], config: str, node_name: str) -> Dict[str, Any]:
     procs: List[Tuple[str, "subprocess.Popen[bytes]", float]] = []
     try:
         for label, argv in commands(job, index, config):
-            with open(os.path.join(out, f"{label}.jsonl"), "wb") as so, open(os.path.join(out, f"{label}.err"), "wb") as se:
-                procs.append((label, subprocess.Popen(argv, stdout=so, stderr=se, start_new_session=True), time.monotonic()))
+            with (
+                open(os.path.join(out, f"{label}.jsonl"), "wb") as so,
+                open(os.path.join(out, f"{label}.err"), "wb") as se,
+            ):
+                procs.append(
+                    (
+                        label,
+                        subprocess.Popen(argv, stdout=so, stderr=se, start_new_session=True),
+                        time.monotonic(),
+                    )
+                )
         deadline = time.monotonic() + float(job.get("timeout_s", 600))
         while any(p.poll() is None for _, p, _ in procs) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -170,7 +178,9 @@ def write_atomic(path: str, text: str) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmark.node")
     ap.add_argument("--config", required=True, help="the job's job.json")
-    ap.add_argument("--node", default="", help="this node's name (default: $SLURMD_NODENAME, else the host name)")
+    ap.add_argument(
+        "--node", default="", help="this node's name (default: $SLURMD_NODENAME, else the host name)"
+    )
     args = ap.parse_args(argv)
     try:
         with open(args.config) as fh:

@@ -27,7 +27,11 @@ from typing import Any, Dict, List, Optional, Tuple
 
 CGROUP = "/sys/fs/cgroup"
 RAPL = "/sys/class/powercap/intel-rapl:0/energy_uj"
-GPU_QUERY = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used,power.draw", "--format=csv,noheader,nounits")
+GPU_QUERY = (
+    "nvidia-smi",
+    "--query-gpu=index,utilization.gpu,memory.used,power.draw",
+    "--format=csv,noheader,nounits",
+)
 
 
 def read(path: str) -> Optional[str]:
@@ -54,7 +58,10 @@ def cpu_usage_s(root: str = CGROUP) -> Optional[float]:
 def cpu_limit(root: str = CGROUP) -> float:
     """Cores the node may use: its CFS quota (v1 cfs_quota_us/cfs_period_us, v2 cpu.max), else its CPUs."""
     cpus = float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-    quota, period = read(os.path.join(root, "cpu", "cpu.cfs_quota_us")), read(os.path.join(root, "cpu", "cpu.cfs_period_us"))
+    quota, period = (
+        read(os.path.join(root, "cpu", "cpu.cfs_quota_us")),
+        read(os.path.join(root, "cpu", "cpu.cfs_period_us")),
+    )
     if quota and period and quota.strip().lstrip("-").isdigit() and period.strip().isdigit():
         q, p = int(quota), int(period)
         return min(cpus, q / p) if q > 0 and p > 0 else cpus
@@ -107,7 +114,14 @@ def parse_gpu_query(text: str) -> List[Dict[str, Any]]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 4 or not parts[0].isdigit():
             continue
-        rows.append({"gpu": int(parts[0]), "util_pct": _num(parts[1]), "mem_mib": _num(parts[2]), "power_w": _num(parts[3])})
+        rows.append(
+            {
+                "gpu": int(parts[0]),
+                "util_pct": _num(parts[1]),
+                "mem_mib": _num(parts[2]),
+                "power_w": _num(parts[3]),
+            }
+        )
     return rows
 
 

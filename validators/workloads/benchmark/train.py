@@ -115,7 +115,11 @@ class Collate:
 class Trainer:
     """The model, optimizer and loader of one rank; ``step()`` runs one timed step."""
 
-    def __init__(self, job: Dict[str, Any], rank: int, world: int, local_rank: int) -> None:
+    def __init__(
+        self, job: Dict[str, Any], rank: int, world: int, local_rank: int, instrument: bool = True
+    ) -> None:
+        """``instrument=False``: no comm hook (DDP's own all-reduce), for the overhead benchmark's
+        reference step (benchmarks/benchmark_instrumentation.py)."""
         train, model_cfg = job["train"], job["model"]
         self.job, self.rank, self.world = job, rank, world
         self.cuda = job.get("device") == "cuda"
@@ -126,9 +130,12 @@ class Trainer:
         self.clock = Clock(self.cuda)
         model = build(model_cfg).to(self.device)
         ids = [local_rank] if self.cuda else None
-        self.model = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=float(train.get("bucket_mb", 25)))
+        self.model = DistributedDataParallel(
+            model, device_ids=ids, bucket_cap_mb=float(train.get("bucket_mb", 25))
+        )
         self.buckets = BucketTimes(self.clock)
-        self.model.register_comm_hook(None, self.buckets.hook)
+        if instrument:
+            self.model.register_comm_hook(None, self.buckets.hook)
         self.optim = torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.01)
         self.seq_len, self.vocab = int(model_cfg["seq_len"]), int(model_cfg["vocab"])
         self.micro_batch = int(train["micro_batch"])
@@ -232,7 +239,9 @@ def emit(out: Any, record: Dict[str, Any]) -> None:
     out.flush()
 
 
-def run(job: Dict[str, Any], rank: int, local_rank: int, out: Any, init: Optional[Callable[[], None]] = None) -> int:
+def run(
+    job: Dict[str, Any], rank: int, local_rank: int, out: Any, init: Optional[Callable[[], None]] = None
+) -> int:
     train = job["train"]
     nodes = job["nodes"]
     world = len(nodes) * int(job.get("ranks_per_node", 1))
