@@ -20,6 +20,7 @@ bf16 peak.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections.abc import Sequence
@@ -183,23 +184,33 @@ def analyse(
     )
 
 
+def median_without(ordered: Sequence[float], value: float) -> float:
+    """The median of ``ordered`` (sorted, holding ``value``) without one occurrence of ``value``,
+    in O(log n): every rank is held against its peers without an O(ranks^2) loop."""
+    k = bisect.bisect_left(ordered, value)
+    n = len(ordered) - 1
+
+    def at(i: int) -> float:
+        return ordered[i if i < k else i + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
 def slow_rank(stats: Sequence[RankStats], gap: float) -> SlowRank | None:
     """The rank whose own time per step is more than ``gap`` over its peers' median, if any (the
     worst one); its cause is the part it spends the most seconds over its peers on."""
     if len(stats) < 2:
         return None
+    owns = sorted(s.own for s in stats)
+    parts = {p: sorted(s.parts[p] for s in stats) for p in OWN_PARTS}
     worst: SlowRank | None = None
     for s in stats:
-        peers = [o for o in stats if o.rank != s.rank]
-        peer_own = statistics.median(o.own for o in peers)
+        peer_own = median_without(owns, s.own)
         if peer_own <= 0 or s.own < (1 + gap) * peer_own:
             continue
-        excess = {p: s.parts[p] - statistics.median(o.parts[p] for o in peers) for p in OWN_PARTS}
-        cause = max(OWN_PARTS, key=lambda p: excess[p])
-        found = SlowRank(
-            s.rank, s.node, s.own / peer_own, cause, s.own, peer_own, s.parts[cause],
-            statistics.median(o.parts[cause] for o in peers),
-        )  # fmt: skip
+        peers = {p: median_without(parts[p], s.parts[p]) for p in OWN_PARTS}
+        cause = max(OWN_PARTS, key=lambda p: s.parts[p] - peers[p])
+        found = SlowRank(s.rank, s.node, s.own / peer_own, cause, s.own, peer_own, s.parts[cause], peers[cause])
         if worst is None or found.ratio > worst.ratio:
             worst = found
     return worst

@@ -4,6 +4,7 @@ and SVG; no scripts, nothing fetched). Rendered from the result document alone, 
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -119,24 +120,48 @@ TELEMETRY_CHARTS = (
 )
 
 
+MAX_NODE_LINES = 12  # more nodes than this: the median, lowest and highest per sample instead
+
+
+def _node_lines(nodes: dict[str, Any], field: str, scale: float) -> list[Line]:
+    lines = []
+    for node, tel in sorted(nodes.items()):
+        series = tel.get("series") or {}
+        if field in series:
+            values = zip(series.get("t", []), series[field], strict=False)
+            pts = [(t, v * scale) for t, v in values if v is not None]
+            if pts:
+                lines.append(Line(node, pts))
+    if len(lines) <= MAX_NODE_LINES:
+        return lines
+    # People see summaries at scale: per sample index, the median node and the extremes.
+    width = min(len(ln.points) for ln in lines)
+    cols = [[ln.points[i] for ln in lines] for i in range(width)]
+    t = [statistics.median(x for x, _ in col) for col in cols]
+    return [
+        Line(
+            f"median of {len(lines)} nodes",
+            [(t[i], statistics.median(v for _, v in c)) for i, c in enumerate(cols)],
+        ),
+        Line("lowest node", [(t[i], min(v for _, v in c)) for i, c in enumerate(cols)], True),
+        Line("highest node", [(t[i], max(v for _, v in c)) for i, c in enumerate(cols)], True),
+    ]
+
+
 def telemetry_charts(key: str, nodes: dict[str, Any]) -> list[str]:
     out = []
     for field, title, unit, scale in TELEMETRY_CHARTS:
-        lines = []
-        for node, tel in sorted(nodes.items()):
-            series = tel.get("series") or {}
-            if field not in series:
-                continue
-            pts = [
-                (t, v * scale)
-                for t, v in zip(series.get("t", []), series[field], strict=False)
-                if v is not None
-            ]
-            if pts:
-                lines.append(Line(node, pts))
+        lines = _node_lines(nodes, field, scale)
         if lines:
             out.append(line_chart(f"{key}: {title}", lines, x_label="seconds into the job", y_unit=unit))
     return out
+
+
+SHOWN_RANKS = 16  # per-rank rows on the page: the slowest first; result.json keeps every rank
+
+
+def shown_ranks(point: dict[str, Any]) -> list[dict[str, Any]]:
+    return sorted(point.get("ranks_detail") or [], key=lambda k: -k["own_s"])[:SHOWN_RANKS]
 
 
 def render(result: dict[str, Any]) -> str:
@@ -153,5 +178,7 @@ def render(result: dict[str, Any]) -> str:
             for key, nodes in (result.get("telemetry") or {}).items()
         },  # fmt: skip
     }
-    return _env().get_template("report.html.j2").render(r=result, charts=charts, parts=PARTS, labels=LABELS,
-                                                        colors=PART_COLORS)  # fmt: skip
+    return _env().get_template("report.html.j2").render(
+        r=result, charts=charts, parts=PARTS, labels=LABELS, colors=PART_COLORS,
+        shown_ranks=shown_ranks, shown_max=SHOWN_RANKS,
+    )  # fmt: skip

@@ -139,3 +139,22 @@ def test_analyse_refuses_runs_without_a_common_measured_step() -> None:
 
 def test_every_part_has_a_label() -> None:
     assert set(breakdown.LABELS) == set(PARTS)
+
+
+def test_median_without_one_value_matches_the_plain_median() -> None:
+    import random
+    import statistics
+
+    rng = random.Random(7)
+    for n in (2, 3, 4, 5, 10, 11):
+        values = sorted(rng.choice([0.1, 0.2, 0.3, 0.5, 0.9]) for _ in range(n))
+        for k, v in enumerate(values):
+            rest = values[:k] + values[k + 1 :]
+            assert breakdown.median_without(values, v) == pytest.approx(statistics.median(rest))
+
+
+def test_slow_rank_is_found_among_thousands_of_ranks() -> None:
+    ranks = [rank(k, f"node-{k // 8:04d}", [step(i, exposed=0.3) for i in range(3)]) for k in range(4096)]
+    ranks[1234] = rank(1234, "node-0154", [step(i, fwd=0.2, bwd=0.4, exposed=0.0) for i in range(3)])
+    p = analyse(ranks, 512, TOKENS)
+    assert p.slow_rank is not None and (p.slow_rank.rank, p.slow_rank.node) == (1234, "node-0154")

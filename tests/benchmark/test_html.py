@@ -37,3 +37,17 @@ def test_text_from_nodes_is_escaped() -> None:
     doc["telemetry"]["train-2n"][evil] = doc["telemetry"]["train-2n"]["node-001"]
     page = render(doc)
     assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_at_scale_the_page_summarises_nodes_and_ranks() -> None:
+    doc = copy.deepcopy(sample_result())
+    tel = doc["telemetry"]["train-4n"]
+    one = tel["node-001"]
+    for i in range(40):
+        tel[f"node-{i + 100:04d}"] = copy.deepcopy(one)
+    p4 = next(p for p in doc["train"]["points"] if p["nodes"] == 4)
+    p4["ranks"] = 40
+    p4["ranks_detail"] = [{**p4["ranks_detail"][0], "rank": r, "own_s": r / 100} for r in range(40)]
+    page = render(doc)
+    assert 'data-series="median of 44 nodes"' in page and 'data-series="node-0100"' not in page
+    assert "the 16 slowest of 40" in page and "<td>39</td>" in page and "<td>3</td><td" not in page

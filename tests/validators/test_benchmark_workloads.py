@@ -77,7 +77,7 @@ def test_two_ranks_train_over_gloo_and_every_step_is_timed(tmp_path: Path) -> No
             assert s.backward >= s.exposed_comm >= 0 and s.forward > 0 and s.comm is not None
             assert s.step >= s.data_wait + s.forward + s.backward + s.optimizer + s.checkpoint - 1e-6
     assert sum(1 for s in parsed.ranks[0].measured if s.checkpoint > 0) == 2  # every 2 measured steps
-    assert sorted(p.name for p in (config.parent / "checkpoint").iterdir()) == ["step-3", "step-5"]
+    assert not (config.parent / "checkpoint").exists()  # timed, then removed
     point = breakdown.analyse(parsed.ranks, 2, 2 * MODEL["seq_len"])
     assert point.tokens_per_s > 0 and point.breakdown.step > 0
     tel = parsed.telemetry["a"]

@@ -13,7 +13,7 @@ Each process's stdout goes to ``<out>/<name>.jsonl`` and stderr to ``<out>/<name
 end ``<out>/node-<node>.json`` says per process its exit status, whether it was stopped at the
 deadline and its last lines of stderr, plus the node's software (Python, torch, kernel, the
 validators suite folder). A rank that fails or hangs is named there, with its node; its output
-stays in the folder.
+stays in the folder. The training's checkpoints are removed at the end (they are timed, not kept).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -162,6 +163,10 @@ def run(job: Dict[str, Any], config: str, node_name: str) -> Dict[str, Any]:
         for _, proc, _ in procs:
             stop(proc)
         stop(sampler)
+    if index == 0 and job["workload"] == "train":
+        # Checkpoints are saved to be timed, not kept: a GPU-sized run writes gigabytes per save. Every
+        # rank passed the save's barrier before any could finish, so none is still writing.
+        shutil.rmtree(os.path.join(out, "checkpoint"), ignore_errors=True)
     record["finished"] = time.time()
     return record
 
