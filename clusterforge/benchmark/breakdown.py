@@ -210,7 +210,9 @@ def slow_rank(stats: Sequence[RankStats], gap: float) -> SlowRank | None:
             continue
         peers = {p: median_without(parts[p], s.parts[p]) for p in OWN_PARTS}
         cause = max(OWN_PARTS, key=lambda p: s.parts[p] - peers[p])
-        found = SlowRank(s.rank, s.node, s.own / peer_own, cause, s.own, peer_own, s.parts[cause], peers[cause])
+        found = SlowRank(
+            s.rank, s.node, s.own / peer_own, cause, s.own, peer_own, s.parts[cause], peers[cause]
+        )
         if worst is None or found.ratio > worst.ratio:
             worst = found
     return worst
