@@ -28,7 +28,7 @@ def test_bad_options_exit_2_naming_the_value(state: Path, capsys: pytest.Capture
 def test_json_goes_to_stdout_and_progress_to_stderr(
     state: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen = {}
+    seen: dict[str, object] = {}
 
     def fake(spec, workloads, counts, note):  # noqa: ANN001, ANN202
         seen.update(stack=spec.stack, workloads=workloads, counts=counts)

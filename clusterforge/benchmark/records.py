@@ -186,7 +186,8 @@ def parse_node(text: str | None, node: str) -> NodeRun:
                     str(p.get("stderr_tail") or ""),
                 )
             )
-    software = data.get("software") if isinstance(data.get("software"), dict) else {}
+    raw = data.get("software")
+    software: dict[str, Any] = raw if isinstance(raw, dict) else {}
     return NodeRun(
         node, True, str(data.get("error") or ""), {str(k): str(v) for k, v in software.items()}, procs
     )

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from clusterforge.benchmark.attribution import limit_of, limits, verdict
-from clusterforge.benchmark.breakdown import analyse, with_efficiency
+from clusterforge.benchmark.breakdown import TrainPoint, analyse, with_efficiency
 from tests.benchmark.steps import rank, step
 
 TOKENS = 512
 
 
-def _run(nodes: int, **kw: float) -> object:
-    return analyse(
-        [rank(k, f"node-00{k + 1}", [step(i, **kw) for i in range(6)]) for k in range(nodes)], nodes, TOKENS
-    )
+def _run(nodes: int, **kw: float) -> TrainPoint:
+    ranks = [rank(k, f"node-00{k + 1}", [step(i, **kw) for i in range(6)]) for k in range(nodes)]  # type: ignore[arg-type]
+    return analyse(ranks, nodes, TOKENS)
 
 
 def test_a_healthy_run_is_compute_bound() -> None:

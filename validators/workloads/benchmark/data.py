@@ -48,7 +48,11 @@ def sample_content(index: int, size: int) -> bytes:
 
 def prepare(path: str, shards: int, per_shard: int, sample_bytes: int) -> Dict[str, Any]:
     """Write the dataset unless a complete one with the same shape is there; returns the manifest."""
-    manifest = {"shards": shards, "samples_per_shard": per_shard, "sample_bytes": sample_bytes}
+    manifest: Dict[str, Any] = {
+        "shards": shards,
+        "samples_per_shard": per_shard,
+        "sample_bytes": sample_bytes,
+    }
     existing = read_manifest(path)
     if existing is not None and all(existing.get(k) == v for k, v in manifest.items()):
         return existing
@@ -168,7 +172,7 @@ def _reader(path: str, first: int, stride: int, deadline: float, queue: Any) -> 
 def measure(path: str, workers: int, seconds: float, offset: int) -> Dict[str, Any]:
     """``workers`` processes reading disjoint samples for ``seconds``: samples/s and MB/s over the
     span from the first reader's start to the last one's end (process start-up excluded)."""
-    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    ctx: Any = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     queue = ctx.Queue()
     deadline = time.monotonic() + seconds
     procs = [

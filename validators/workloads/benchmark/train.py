@@ -152,7 +152,7 @@ class Trainer:
         order = [(k * self.world + self.rank) % len(samples) for k in range(need)]
         workers = int(self.job["train"].get("loader_workers", 1))
         return torch.utils.data.DataLoader(
-            samples,
+            samples,  # type: ignore[arg-type]  # map-style: __getitem__ and __len__, as DataLoader takes it
             batch_size=self.micro_batch,
             sampler=order,
             num_workers=workers,
