@@ -63,6 +63,11 @@ from clusterforge.tasks import image as image_tasks  # noqa: E402
 
 ns.add_collection(Collection.from_module(image_tasks, name="image"))
 
+# benchmark (representative workloads on certified nodes: scaling, breakdown, what limits them)
+from clusterforge.tasks import benchmark as benchmark_tasks  # noqa: E402
+
+ns.add_task(benchmark_tasks.benchmark)
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)

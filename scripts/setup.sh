@@ -6,7 +6,7 @@
 #   scripts/setup.sh --dev    plus what the tests and linters need
 #
 # Each part of the project declares what it needs in scripts/setup.d/:
-#   NN-name.apt   Debian packages, one per line ('#' comments)
+#   NN-name.apt   Debian packages, one per line ('#' comments); NN-name-dev.apt only with --dev
 #   NN-name.pip   pip requirement lines for the workstation venv (.venv)
 #   NN-name.sh    a hook run after both (e.g. write a containers.conf); gets $DEV=0|1
 set -euo pipefail

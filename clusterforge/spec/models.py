@@ -535,6 +535,101 @@ class AnsibleSettings(_Strict):
     )
 
 
+# --- workload benchmark (invoke benchmark) ----------------------------------------------------
+
+
+class BenchmarkTrain(_Strict):
+    """The training workload's sizes; unset keys come from the node type's preset
+    (clusterforge/benchmark/sizing.py: a few MB of parameters on container nodes, a few hundred MB
+    on GPU nodes)."""
+
+    vocab: int | None = Field(None, ge=16, le=1_048_576)
+    d_model: int | None = Field(None, ge=8, le=65536)
+    layers: int | None = Field(None, ge=1, le=1024)
+    heads: int | None = Field(None, ge=1, le=1024)
+    seq_len: int | None = Field(None, ge=8, le=1_048_576)
+    micro_batch: int | None = Field(None, ge=1, le=65536, description="Sequences per rank per step")
+    steps: int | None = Field(None, ge=2, le=100_000, description="Measured steps (after the warm-up)")
+    warmup_steps: int | None = Field(None, ge=1, le=10_000, description="Steps run first and not measured")
+    checkpoint_every: int | None = Field(
+        None, ge=0, le=100_000, description="Save a checkpoint every N measured steps (0: never)"
+    )
+    loader_workers: int | None = Field(None, ge=0, le=256, description="DataLoader processes per rank")
+    threads: int | None = Field(
+        None, ge=0, le=1024, description="torch threads per rank on CPU nodes (0: torch's default)"
+    )
+
+
+class BenchmarkInfer(_Strict):
+    batch_sizes: list[Annotated[int, Field(ge=1, le=65536)]] | None = Field(None, min_length=1)
+    prompt_tokens: int | None = Field(None, ge=1, le=1_048_576)
+    new_tokens: int | None = Field(None, ge=1, le=1_048_576)
+    repeats: int | None = Field(None, ge=1, le=1000, description="Batches per batch size (latency samples)")
+
+
+class BenchmarkData(_Strict):
+    sample_kib: int | None = Field(
+        None, ge=4, le=1_048_576, description="Bytes of one sample on storage, in KiB (a multiple of 4)"
+    )
+    shards: int | None = Field(None, ge=1, le=100_000)
+    samples_per_shard: int | None = Field(None, ge=1, le=10_000_000)
+    workers: list[Annotated[int, Field(ge=1, le=1024)]] | None = Field(
+        None, min_length=1, description="Reader process counts the loader sweep measures"
+    )
+    seconds: float | None = Field(None, gt=0, le=3600, description="How long each reader count reads")
+
+    @field_validator("sample_kib")
+    @classmethod
+    def _whole_blocks(cls, value: int | None) -> int | None:
+        if value is not None and value % 4:
+            raise ValueError(
+                f"sample_kib {value}: give a multiple of 4 (reads bypass the page cache in 4 KiB blocks)"
+            )
+        return value
+
+
+class Benchmark(_Strict):
+    """`invoke benchmark`: workload sizes and the gates a run must pass (exit 1 when one fails)."""
+
+    min_scaling_efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Gate: training's scaling efficiency against one node, at every node count",
+    )
+    min_mfu: float | None = Field(None, gt=0, le=1, description="Gate: model FLOP utilisation (GPU nodes)")
+    fail_on_regression: bool = Field(
+        False, description="Gate: a figure more than regression_pct under the last comparable run fails"
+    )
+    regression_pct: float = Field(
+        10,
+        gt=0,
+        lt=100,
+        description="How far under the last comparable run a figure must be to be named a regression",
+    )
+    slow_rank_gap_pct: float = Field(
+        25,
+        gt=0,
+        le=1000,
+        description="A rank whose own time per step is this far over its peers' is the slow rank",
+    )
+    limit_share_pct: float = Field(
+        15,
+        gt=0,
+        lt=100,
+        description="A part other than compute names the limit once it takes this share of the step",
+    )
+    time_limit_min: int = Field(15, ge=1, le=1440, description="Slurm time limit of each benchmark job")
+    container_image: str | None = Field(
+        None,
+        description="Run the workloads in this image through pyxis (srun --container-image) where the cluster "
+        "has it (software.pyxis); unset: on the nodes' own Python",
+    )
+    train: BenchmarkTrain = BenchmarkTrain()
+    infer: BenchmarkInfer = BenchmarkInfer()
+    data: BenchmarkData = BenchmarkData()
+
+
 # --- the spec -------------------------------------------------------------------------------
 
 
@@ -553,6 +648,7 @@ class ClusterSpec(_Strict):
     rollout: Rollout = Rollout()
     state: State = State()
     ansible: AnsibleSettings = AnsibleSettings()
+    benchmark: Benchmark = Benchmark()
     suppress_checks: list[str] = Field(default_factory=list, description="Spec check ids to silence")
 
     def pool(self, name: str) -> NodePool:

@@ -77,7 +77,16 @@ def test_the_share_as_engine_arguments_a_label_and_a_slurm_line() -> None:
     share = Share(0.375, 2048)
     # capped by the quota, and guaranteed: a weight of 64 plain processes beside the machine's own
     # 0.375 CPU as 3.75 ms per 10 ms (a 100 ms period quantised the gloo check: share.py)
-    assert share.engine_args() == ["--cpu-period", "10000", "--cpu-quota", "3750", "--cpu-shares", "65536", "--memory", "2048m"]
+    assert share.engine_args() == [
+        "--cpu-period",
+        "10000",
+        "--cpu-quota",
+        "3750",
+        "--cpu-shares",
+        "65536",
+        "--memory",
+        "2048m",
+    ]
     assert share.label == "0.375 CPU, 2048 MiB" and share.slurm_cpus == 1  # under a core: one CPU
     pinned = Share(3.0, 4096, "1-3")
     assert pinned.engine_args()[-2:] == ["--cpuset-cpus", "1-3"] and pinned.slurm_cpus == 3
@@ -137,7 +146,18 @@ def test_up_gives_an_existing_node_its_share_again_only_when_it_changed(info: di
     assert engine.calls == []  # already has it: nothing to do
     done = nodes_mod.ensure_share(engine, "local-node-001", info, Share(0.375, 2048))
     assert engine.calls == [
-        ("update", "--cpu-period", "10000", "--cpu-quota", "3750", "--cpu-shares", "65536", "--memory", "2048m", "local-node-001")
+        (
+            "update",
+            "--cpu-period",
+            "10000",
+            "--cpu-quota",
+            "3750",
+            "--cpu-shares",
+            "65536",
+            "--memory",
+            "2048m",
+            "local-node-001",
+        )
     ]
     assert (
         done
