@@ -32,9 +32,11 @@ MIN_FORKS = 10
 # How long an SSH master connection outlives its last task; longer than Ansible's 60 s default so
 # that a run's next play (or the certify run after configure) still finds it.
 CONTROL_PERSIST_S = 300
-# A Unix socket path has at most 108 bytes (sun_path); Ansible names the socket with a 10-character
-# hash inside its control path folder. A folder longer than this moves to /tmp.
-_MAX_CONTROL_DIR = 90
+# A Unix socket path has at most 108 bytes (sun_path, with its NUL); Ansible names the socket with a
+# 10-character hash inside its control path folder, and ssh first binds a temporary
+# "<path>.<16 random characters>" (OpenSSH mux.c) before renaming it: folder + 28 must stay under 108.
+# A folder longer than this moves to /tmp. (90 failed in CI: an 83-character pytest folder + 28 = 111.)
+_MAX_CONTROL_DIR = 64
 
 
 @dataclass(frozen=True)

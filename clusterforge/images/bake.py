@@ -22,6 +22,7 @@ asked (``force``).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,7 +167,8 @@ def bake_pool(
         progress(f"pool {pool}: {converged.changed} changes; running the single-node checks")
         profile_name, profile = profile_for(spec, pool)
         write_atomic(paths.config / node.name / "NODE.json", dumps(render_node_config(spec, node)))
-        run_id = "bake-" + now_iso().replace(":", "").replace("-", "")
+        # certify.yml takes letters, digits, . _ - only (now_iso's "+00:00" would be refused)
+        run_id = "bake-" + re.sub(r"[^A-Za-z0-9._-]", "", now_iso())
         _run(
             "certify.yml",
             paths,

@@ -5,6 +5,7 @@ fails; the builder is discarded whatever happened; the same digest is not baked 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,11 @@ def test_converge_checks_record_register_in_that_order(monkeypatch: pytest.Monke
     record = bake_pool(_spec(), "node", builder, env={})
     assert [p for p, _ in runs.played] == ["node_software.yml", "certify.yml", "image.yml"]
     assert runs.played[0][1] == {"local_scratch_enabled": False}  # the instance store is the machine's
+    # certify.yml's own input check, read from the playbook: a run id with "+00:00" was refused there
+    rule = re.search(
+        r"certify_run_id is match\('([^']+)'\)", (REPO_ROOT / "playbooks" / "certify.yml").read_text()
+    )
+    assert rule is not None and re.match(rule.group(1), runs.played[1][1]["certify_run_id"])
     image_vars = runs.played[2][1]
     assert image_vars["node_image_bake_digest"] == record.digest
     assert "nvidia-smi" in " ".join(image_vars["node_image_bake_managed"]["packages"])
