@@ -1,4 +1,4 @@
-"""Every role under roles/ keeps the conventions of STYLE.md that a machine can check.
+"""Every role under roles/ keeps the role conventions (docs/roles.md) that a machine can check.
 
 - ``meta/argument_specs.yml`` declares exactly the variables of ``defaults/main.yml``, each with a
   type that fits its default, choices that contain it and ``elements`` for lists;
