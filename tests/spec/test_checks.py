@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterforge.spec.checks import CHECKS, Check, check_file, check_ids, cluster, pools, software
+from clusterforge.spec.checks import CHECKS, Check, check_file, check_ids, cluster, health, pools, software
 from clusterforge.spec.checks.registry import CHECK_CRASHED, UNKNOWN_SUPPRESSION
 from clusterforge.spec.loader import Finding
 
@@ -608,7 +608,9 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
     assert [f.check_id for f in report.warnings] == [
         "efa-placement-group",
         "driver-lifecycle",
+        "security-floor",
         "efa-nccl-env",
+        "security-floor",
         "slurm-family",
     ]
     lines = [f.line or 0 for f in report.errors]
@@ -656,7 +658,7 @@ def test_example_stacks_have_no_errors() -> None:
 def test_registry_is_complete_and_ids_are_stable_kebab_case() -> None:
     defined = {
         obj
-        for module in (pools, software, cluster)
+        for module in (pools, software, cluster, health)
         for _name, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Check) and obj is not Check and obj.__module__ == module.__name__
     }

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.catalog import CompatMatrix, HardwareCatalog, load_compat, load_hardware
-from clusterforge.spec.checks import cluster, pools, software
+from clusterforge.spec.checks import cluster, health, pools, software
 from clusterforge.spec.checks.base import Check, CheckContext, suggest
 from clusterforge.spec.loader import Finding, LineMap, SpecError, load_spec
 from clusterforge.spec.models import ClusterSpec
@@ -48,6 +48,8 @@ CHECKS: tuple[type[Check], ...] = (
     software.EfaEnv,
     software.SlurmFamily,
     software.ContainerStack,
+    health.SecurityFloor,
+    health.HealthPolicy,
     cluster.CertificationProfiles,
     cluster.ThresholdOverrides,
     cluster.SkipChecks,
