@@ -141,12 +141,22 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_passive(args: argparse.Namespace) -> int:
+    """The passive check (validators/passive.py): JSON on stdout; exit 1 when the node should drain."""
+    from validators.passive import run_passive
+    from validators.runner import run_command
+
+    result = run_passive(args.state, run_command)
+    print(json.dumps(result))
+    return EXIT_FAIL if result["drain"] else EXIT_PASS
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python3 -m validators", description="Certify this node (see validators/SCHEMA.md)."
     )
     ap.add_argument("--version", action="version", version=f"validators {__version__}")
-    sub = ap.add_subparsers(dest="command", metavar="{run,list,parse}")
+    sub = ap.add_subparsers(dest="command", metavar="{run,list,parse,passive}")
     sub.required = True
     run = sub.add_parser("run", help="run a profile's checks; write OUT/report.json and OUT/junit.xml")
     run.add_argument("--profile", required=True, choices=PROFILES)
@@ -162,6 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("tool", metavar="TOOL")
     parse.add_argument("file", metavar="FILE", help="captured output, or - for stdin")
     parse.set_defaults(func=cmd_parse)
+    passive = sub.add_parser(
+        "passive",
+        help="Xid, ECC, row remap and throttle changes since the last run (seconds; for Slurm's health check)",
+    )
+    passive.add_argument(
+        "--state", required=True, metavar="FILE", help="what the last run saw (JSON, kept here)"
+    )
+    passive.set_defaults(func=cmd_passive)
     return ap
 
 

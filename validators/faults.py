@@ -9,6 +9,8 @@ node with a hook switched on can never be mistaken for a healthy one. Hooks:
   ulp in one element; the file may hold that device's index (default 0).
 - ``corrupt-checkpoint`` (checkpoint-restart): one byte in the middle of the largest checkpoint
   shard is flipped between the save and the resume (data corrupted at rest).
+- ``xid`` (the passive check, validators/passive.py): each line is appended to the kernel log as
+  read; a line that is only a number N becomes an Xid N line (``echo 79 >> .../faults/xid``).
 
 ``VALIDATORS_FAULT_DIR`` moves the folder (unit tests; never set on a real node).
 """

@@ -138,3 +138,4 @@ def test_health_check_wrapper_is_valid_python(rendered: Path) -> None:
     py_compile.compile(str(script), doraise=True)
     text = script.read_text()
     assert 'NODE = "gpu-001"' in text and "--checks" in text
+    assert '"passive", "--state", "/var/lib/clusterforge/passive-state.json"' in text

@@ -1,0 +1,138 @@
+"""The passive check on captured kernel logs (tests/data/xid, SOURCES.md) and nvidia-smi outputs
+(tests/data/nvidia-smi): new events since the last run only, one reason per Xid kind, the reason format."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+from conftest import FakeRunner, captured
+
+from validators.parsers import PARSERS
+from validators.passive import load_state, run_passive, verdict
+
+BOOT = "3d1f0c2e-boot-a"
+
+
+def h200() -> list[dict]:
+    return PARSERS["nvidia-smi"](captured("nvidia-smi", "q_550_h200_healthy.txt"))["gpus"]
+
+
+def repeated(line: str, times: int, start: float = 1843.0) -> str:
+    """The captured line under dmesg's own uptime stamps, as a GPU repeating it would print it."""
+    return "".join(f"[{start + i:12.6f}] {line}\n" for i in range(times))
+
+
+XID63 = captured("xid", "xid63_row_remapper_line.txt").strip()
+XID79 = captured("xid", "xid79_fallen_off_bus_line.txt").strip()
+
+
+def test_many_lines_of_one_node_xid_give_one_reason_with_its_count() -> None:
+    log = repeated(XID79, 40)
+    result = verdict(log, None, {}, BOOT)
+    assert result["reasons"] == [
+        "clusterforge: xid: Xid 79 x40 on 0000:44:00 (node fault): GPU has fallen off the bus"
+    ]
+    assert result["drain"] == result["reasons"][0]
+
+
+def test_one_reason_per_kind_and_application_xids_do_not_drain() -> None:
+    log = repeated(XID63, 3) + captured("xid", "dmesg_T_xid13_no_pid.txt") + repeated(XID79, 2, 2000.0)
+    result = verdict(log, None, {}, BOOT)
+    assert [r.split(" on ")[0] for r in result["reasons"]] == [
+        "clusterforge: xid: Xid 63 x3",
+        "clusterforge: xid: Xid 79 x2",
+    ]
+    assert result["drain"].endswith("(+1 more)")
+    assert [n.split(" on ")[0] for n in result["notes"]] == ["xid: Xid 13 x8"]
+
+
+def test_only_an_application_xid_drains_nothing() -> None:
+    result = verdict(captured("xid", "dmesg_T_xid13_no_pid.txt"), None, {}, BOOT)
+    assert result["drain"] == "" and result["reasons"] == []
+
+
+def test_a_gpu_off_the_bus_without_an_xid_drains() -> None:
+    result = verdict(captured("xid", "dmesg_fallen_off_bus_without_xid.txt"), None, {}, BOOT)
+    assert result["drain"] == "clusterforge: xid: GPU 0000:b3:00.0 fell off the bus (no Xid printed)"
+
+
+def test_only_events_since_the_last_run_count() -> None:
+    first = verdict(repeated(XID79, 5), None, {}, BOOT)
+    assert first["drain"]
+    again = verdict(repeated(XID79, 5), None, first["state"], BOOT)
+    assert again["drain"] == "" and again["new_events"] == 0
+    grown = verdict(repeated(XID79, 7), None, again["state"], BOOT)
+    assert grown["reasons"] == [
+        "clusterforge: xid: Xid 79 x2 on 0000:44:00 (node fault): GPU has fallen off the bus"
+    ]
+
+
+def test_a_new_boot_starts_again() -> None:
+    first = verdict(repeated(XID79, 5), None, {}, BOOT)
+    after_reboot = verdict(repeated(XID79, 1), None, first["state"], "another-boot")
+    assert "Xid 79 x1" in after_reboot["drain"]
+
+
+def test_uncorrected_ecc_drains_when_it_grows_not_while_it_stays() -> None:
+    gpus = h200()
+    base = verdict("", gpus, {}, BOOT)
+    assert base["drain"] == "" and base["state"]["ecc"] == {"GPU-cb3dfa52-e2f3-9ca4-a399-7d16041c3732": 0}
+    bad = copy.deepcopy(gpus)
+    bad[0]["ecc_uncorrected_volatile"] = 2
+    grown = verdict("", bad, base["state"], BOOT)
+    assert grown["drain"] == (
+        "clusterforge: ecc: GPU 0 (GPU-cb3dfa52-e2f3-9ca4-a399-7d16041c3732): +2 uncorrected volatile ECC error(s) "
+        "(now 2)"
+    )
+    assert verdict("", bad, grown["state"], BOOT)["drain"] == ""
+
+
+def test_a_pending_row_remap_drains() -> None:
+    gpus = PARSERS["nvidia-smi"](captured("nvidia-smi", "q_510_a100_remap_pending_excerpt.txt"))["gpus"]
+    result = verdict("", gpus, {}, BOOT)
+    assert result["reasons"] == [
+        "clusterforge: row-remap: GPU 0 ("
+        + str(gpus[0].get("bus_id"))
+        + "): row remap pending (reset the GPU)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("active", "drains"), [(["Idle"], False), (["HW Slowdown"], True), (["SW Power Cap"], False)]
+)
+def test_throttle_reasons(active: list[str], drains: bool) -> None:
+    gpus = copy.deepcopy(h200())
+    gpus[0]["throttle_active"] = active
+    result = verdict("", gpus, {}, BOOT)
+    assert bool(result["drain"]) is drains
+    if drains:
+        assert result["drain"].startswith("clusterforge: throttle: GPU 0 (GPU-cb3dfa52")
+
+
+def test_the_xid_hook_is_one_new_event_per_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    monkeypatch.setenv("VALIDATORS_FAULT_DIR", str(faults))
+    boot = tmp_path / "boot_id"
+    boot.write_text(BOOT + "\n")
+    state = tmp_path / "state" / "passive.json"
+    runner = FakeRunner({("journalctl",): (0, captured("xid", "dmesg_T_xid13_no_pid.txt"), "")})
+
+    assert (
+        run_passive(str(state), runner, str(boot))["drain"] == ""
+    )  # application Xids only; nvidia-smi absent
+    (faults / "xid").write_text("79\n")
+    hooked = run_passive(str(state), runner, str(boot))
+    assert hooked["drain"].startswith("clusterforge: xid: Xid 79 x1 on 0000:00:00 (node fault) (test hook)")
+    assert run_passive(str(state), runner, str(boot))["drain"] == ""  # seen already
+    (faults / "xid").write_text("79\n79\n")
+    assert "Xid 79 x1" in run_passive(str(state), runner, str(boot))["drain"]
+    assert load_state(str(state))["boot_id"] == BOOT
+
+
+def test_a_torn_state_file_starts_again(tmp_path: Path) -> None:
+    path = tmp_path / "passive.json"
+    path.write_text('{"version": 1, "boot_')
+    assert load_state(str(path)) == {}
