@@ -16,6 +16,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -221,6 +222,15 @@ class Journal:
     def set_section(self, name: str, value: Any) -> None:
         with self._lock:
             self.sections[name] = value
+            self._save()
+
+    def append_to_section(self, name: str, item: Any, keep: Callable[[Any], bool] | None = None) -> None:
+        """Append ``item`` to the list section ``name`` under one lock (threads may append at once);
+        ``keep`` drops old entries that no longer pass it."""
+        with self._lock:
+            items = [i for i in self.sections.get(name) or [] if keep is None or keep(i)]
+            items.append(item)
+            self.sections[name] = items
             self._save()
 
     def record_certified(self, node: str, versions: dict[str, str], hardware: dict[str, Any]) -> None:

@@ -2,9 +2,9 @@
 
 Failures come from three places, each read once (``strikes.dedupe``): a node's last certification
 verdict ``fail`` (a strike on its machine at ``certified_at``), the ``failed_gpus`` section (a
-strike on each GPU of a machine replaced after failing), and the ``health_strikes`` section, the
-loop's own record (``{identity, node, at, reason, check}``; written by the loop's runtime, which is
-not built yet, and by hand or tests until then).
+strike on each GPU of a machine replaced after failing), and the ``health_strikes`` section
+(``{identity, node, at, reason, check}``, appended by ``record.record_failure`` when a certification
+fails; the last verdict is not counted again when it is recorded there).
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ def read_inputs(
     replaceable = spec.provider.kind in REPLACEABLE_PROVIDERS
     strikes: list[Strike] = []
     missing: list[str] = []
+    # A failure the loop recorded at the time (clusterforge.health.record) is that failure: the node's
+    # last verdict must not count it a second time.
+    recorded = {(str(i.get("node")), str(i.get("reason"))) for i in sections.get(HEALTH_STRIKES) or []}
     for pool in spec.node_pools:
         if pool.role == "head" or pool.role == "login":
             continue
@@ -70,7 +73,7 @@ def read_inputs(
             out.identities[name] = [i for i in [machine, *gpus] if i]
             at = epoch(rec.certified_at)
             failed = rec.verdict == "fail"
-            if failed and at is not None and machine:
+            if failed and at is not None and machine and (name, rec.reason) not in recorded:
                 strikes.append(
                     Strike(
                         machine,

@@ -24,6 +24,7 @@ from collections import defaultdict
 
 from clusterforge.ansible.runner import PlaybookRun, run_stamp
 from clusterforge.certify.fleet.judge import FleetJudgement
+from clusterforge.health.record import record_failure
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.node.config import dumps, profile_for, render_node_config
 from clusterforge.node.reports import Verdict, merge, read_verdict, stamp_run
@@ -257,6 +258,8 @@ class CertifyStage(BaseStage):
             run_id=run_id,
             certifying="",
         )
+        # A strike on its hardware (clusterforge.health): the verdict alone is overwritten by the next pass.
+        record_failure(ctx.journal, node.name, reason, check)
         return StageResult(False, reason)
 
     def _failed(self, name: str, check: str, line: str) -> StageResult:

@@ -116,3 +116,40 @@ def test_a_bad_health_section_is_a_spec_error(tmp_path: Path) -> None:
 def test_epoch_reads_the_journal_time_and_nothing_else() -> None:
     assert epoch(iso(0)) == NOW
     assert epoch("") is None and epoch("yesterday") is None
+
+
+def test_each_failure_is_a_strike_on_its_hardware_even_after_a_later_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clusterforge.health.record import identities_for, record_failure
+
+    monkeypatch.setenv(STATE_ROOT_ENV, str(tmp_path / "state"))
+    j = journal(tmp_path / "state")
+    gpu = "GPU-00000005-0000-0000-0000-000000000000"
+    for days in (3, 2):  # two failures, each followed by a pass: the verdict alone would show none
+        reason = "clusterforge: xid-scan: Xid 79 on 0000:44:00"
+        j.mark_failed("gpu-005", "certified", reason, verdict="fail", certified_at=iso(days))
+        record_failure(j, "gpu-005", reason, "xid-scan", at=iso(days))
+        j.mark_done(
+            "gpu-005", "certified", verdict="pass", certified_at=iso(days - 0.5), profile="production"
+        )
+    j.mark_failed(
+        "gpu-005",
+        "certified",
+        f"clusterforge: gpu-health: {gpu}: +1 ECC",
+        verdict="fail",
+        certified_at=iso(0.1),
+    )
+    record_failure(j, "gpu-005", f"clusterforge: gpu-health: {gpu}: +1 ECC", "gpu-health", at=iso(0.1))
+    assert identities_for(f"x {gpu}", "i-0abc") == [gpu] and identities_for("x", "i-0abc") == ["i-0abc"]
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    inputs = read_inputs(spec, j.nodes, j.sections)
+    mine = [s for s in inputs.strikes if s.node == "gpu-005"]
+    assert len(mine) == 3  # the last verdict's failure is not counted twice
+    verdict = health_plan(spec.health, inputs, NOW).lemons["gpu-005"]
+    assert verdict.lemon is False and verdict.strikes == 2  # 2 on the machine, 1 on the GPU: none holds 3
+    record_failure(j, "gpu-005", "clusterforge: nccl: slow", "nccl", at=iso(0.05))
+    assert health_plan(spec.health, read_inputs(spec, j.nodes, j.sections), NOW).lemons["gpu-005"].lemon
+    j.append_to_section(HEALTH_STRIKES, {"identity": "x", "node": "n", "at": "2000-01-01T00:00:00+00:00"})
+    record_failure(j, "gpu-005", "clusterforge: nccl: slow again", "nccl")  # prunes entries over 90 days old
+    assert all(e["identity"] != "x" for e in j.section(HEALTH_STRIKES))
