@@ -102,17 +102,9 @@ def _xid_reasons(new: List[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
     return drains, notes
 
 
-def _is_yes(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)):
-        return value > 0
-    return isinstance(value, str) and value.strip().lower() in ("yes", "true", "enabled", "pending", "1")
-
-
 def _gpu_reasons(gpus: List[Dict[str, Any]], previous: Dict[str, int]) -> Tuple[List[str], Dict[str, int]]:
     """(drain reasons, the ECC counters to remember) from ``nvidia-smi -q`` as the parser reads it."""
-    from validators.checks.gpu import bad_throttle
+    from validators.checks.gpu import bad_throttle, truthy
 
     drains: List[str] = []
     counters: Dict[str, int] = {}
@@ -129,13 +121,13 @@ def _gpu_reasons(gpus: List[Dict[str, Any]], previous: Dict[str, int]) -> Tuple[
                 drains.append(
                     f"{PREFIX} ecc: {label}: +{grown} uncorrected volatile ECC error(s) (now {ecc})"
                 )
-        if _is_yes(gpu.get("remapped_rows_failure")):
+        if truthy(gpu.get("remapped_rows_failure")):
             drains.append(
                 f"{PREFIX} row-remap: {label}: row remap failure (out of spare rows: replace the GPU)"
             )
-        elif _is_yes(gpu.get("remapped_rows_pending")):
+        elif truthy(gpu.get("remapped_rows_pending")):
             drains.append(f"{PREFIX} row-remap: {label}: row remap pending (reset the GPU)")
-        if _is_yes(gpu.get("retired_pages_pending")):
+        if truthy(gpu.get("retired_pages_pending")):
             drains.append(f"{PREFIX} retired-pages: {label}: retired pages pending (reset the GPU)")
         bad = bad_throttle(list(gpu.get("throttle_active") or []))
         if bad:

@@ -40,7 +40,11 @@ def test_a_driver_below_its_branch_floor_warns_naming_the_advisory(tmp_path: Pat
     )
     toolkit = next(f for f in found if f.path == "software.nvidia_container_toolkit")
     assert "1.17.5 is below NVIDIA's security floor 1.19.1" in toolkit.message
-    assert "bulletin 5659" in toolkit.message and "CVE-2025-23266" in toolkit.message
+    assert (
+        "NVIDIA bulletin 5850 (NVIDIA Container Toolkit - June 2026, 2026-06-30: CVE-2026-24260)"
+        in toolkit.message
+    )
+    assert "also below bulletins 5659 (1.17.8)" in toolkit.message
 
 
 def test_at_the_floor_nothing_is_said(tmp_path: Path) -> None:

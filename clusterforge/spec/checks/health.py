@@ -29,11 +29,12 @@ def pinned_below_floors(
 
 
 def floor_message(component: str, version: str, unmet: list[Unmet]) -> str:
-    """One sentence: what is below which floor, the advisories, and the fix."""
+    """One sentence: what is below which floor, the newest advisory, the others unmet, and the fix."""
     top = unmet[0]
-    advisories = "; ".join(f"{u.advisory()} fixed in {u.floor.fixed}" for u in unmet)
+    older = ", ".join(f"{u.floor.bulletin} ({u.floor.fixed})" for u in unmet[1:])
+    also = f"; also below bulletins {older}" if older else ""
     return (
-        f"{component} {version} is below NVIDIA's security floor {top.floor.fixed}: {advisories}; "
+        f"{component} {version} is below NVIDIA's security floor {top.floor.fixed}: {top.advisory()}{also}; "
         f"fix: pin {component} {top.floor.fixed} or later ({top.url})"
     )
 
