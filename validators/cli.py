@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import time
 from datetime import datetime, timezone
 from typing import List, Optional
 
@@ -147,6 +148,10 @@ def cmd_passive(args: argparse.Namespace) -> int:
     from validators.runner import run_command
 
     result = run_passive(args.state, run_command)
+    if args.textfile:
+        from validators.passive import write_textfile
+
+        result["textfile"] = write_textfile(args.textfile, result, time.time())
     print(json.dumps(result))
     return EXIT_FAIL if result["drain"] else EXIT_PASS
 
@@ -178,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     passive.add_argument(
         "--state", required=True, metavar="FILE", help="what the last run saw (JSON, kept here)"
+    )
+    passive.add_argument(
+        "--textfile",
+        default="",
+        metavar="DIR",
+        help="node_exporter textfile folder: write metrics there if it exists",
     )
     passive.set_defaults(func=cmd_passive)
     return ap

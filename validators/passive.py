@@ -161,7 +161,67 @@ def verdict(
         "marker": items[-1]["raw"] if items else (state.get("marker") if same_boot else None),
         "ecc": counters,
     }
-    return {"drain": reason, "reasons": drains, "notes": notes, "new_events": len(new), "state": next_state}
+    xids: Dict[str, int] = {}
+    for item in new:
+        key = str(item["xid"]) if item["kind"] == "xid" else "bus-drop"
+        xids[key] = xids.get(key, 0) + 1
+    return {
+        "drain": reason,
+        "reasons": drains,
+        "notes": notes,
+        "new_events": len(new),
+        "new_xids": xids,
+        "state": next_state,
+    }
+
+
+TEXTFILE_NAME = "clusterforge_passive.prom"
+
+
+def _label(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def render_textfile(result: Dict[str, Any], now: float) -> str:
+    """node_exporter textfile metrics of one run (the alert rules in roles/monitoring/files read them)."""
+    lines = [
+        "# HELP clusterforge_passive_last_run_timestamp_seconds When the passive health check last ran.",
+        "# TYPE clusterforge_passive_last_run_timestamp_seconds gauge",
+        f"clusterforge_passive_last_run_timestamp_seconds {now:.0f}",
+        "# HELP clusterforge_passive_drain 1 if the last run asked Slurm to drain the node, else 0.",
+        "# TYPE clusterforge_passive_drain gauge",
+        f"clusterforge_passive_drain {1 if result.get('drain') else 0}",
+        "# HELP clusterforge_passive_run_seconds How long the last run took.",
+        "# TYPE clusterforge_passive_run_seconds gauge",
+        f"clusterforge_passive_run_seconds {float(result.get('seconds') or 0):.3f}",
+        "# HELP clusterforge_passive_new_xid_events Xid events (and GPUs off the bus) first seen by the last run.",
+        "# TYPE clusterforge_passive_new_xid_events gauge",
+    ]
+    for xid, count in sorted((result.get("new_xids") or {}).items()):
+        kind = "node" if xid == "bus-drop" else classify_xid(int(xid))
+        lines.append(f"clusterforge_passive_new_xid_events{{xid={_label(xid)},kind={_label(kind)}}} {count}")
+    checks: Dict[str, int] = {}
+    for reason in result.get("reasons") or []:
+        check = reason[len(PREFIX) :].strip().split(":", 1)[0]
+        checks[check] = checks.get(check, 0) + 1
+    lines += [
+        "# HELP clusterforge_passive_reasons Drain reasons of the last run, by check.",
+        "# TYPE clusterforge_passive_reasons gauge",
+    ]
+    lines += [f"clusterforge_passive_reasons{{check={_label(c)}}} {n}" for c, n in sorted(checks.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_textfile(folder: str, result: Dict[str, Any], now: float) -> bool:
+    """Write the metrics atomically (node_exporter never reads half a file); False where the folder is absent."""
+    if not os.path.isdir(folder):
+        return False
+    path = os.path.join(folder, TEXTFILE_NAME)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(render_textfile(result, now))
+    os.replace(tmp, path)
+    return True
 
 
 # --- I/O ----------------------------------------------------------------------------------

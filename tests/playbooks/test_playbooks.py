@@ -155,6 +155,8 @@ def test_health_check_wrapper_drains_once_for_many_xid_lines_from_the_passive_ch
             "passive",
             "--state",
             str(state),
+            "--textfile",
+            str(tmp_path),
         ],
         slurm_healthcheck_command=[sys.executable, "-c", "raise SystemExit(0)"],
     )
@@ -197,4 +199,6 @@ def test_health_check_wrapper_drains_once_for_many_xid_lines_from_the_passive_ch
         "update NodeName=gpu-001 State=DRAIN Reason=clusterforge: xid: Xid 79 x12 on 0000:00:00"
     )
     assert "(node fault) (test hook)" in update and "drained: clusterforge: xid: Xid 79 x12" in said
+    metrics = (tmp_path / "clusterforge_passive.prom").read_text()
+    assert 'clusterforge_passive_new_xid_events{xid="79",kind="node"} 12' in metrics
     assert "passed" in run() and len(calls.read_text().splitlines()) == 1  # the same lines again: nothing new

@@ -136,3 +136,38 @@ def test_a_torn_state_file_starts_again(tmp_path: Path) -> None:
     path = tmp_path / "passive.json"
     path.write_text('{"version": 1, "boot_')
     assert load_state(str(path)) == {}
+
+
+def test_textfile_metrics_and_the_alert_rules_that_read_them(tmp_path: Path) -> None:
+    import re
+
+    import yaml
+
+    from validators.passive import TEXTFILE_NAME, write_textfile
+
+    result = verdict(captured("xid", "dmesg_T_xid13_no_pid.txt") + repeated(XID79, 3), None, {}, BOOT)
+    result["seconds"] = 0.02
+    assert not write_textfile(
+        str(tmp_path / "absent"), result, 1.8e9
+    )  # no node_exporter folder: nothing written
+    assert write_textfile(str(tmp_path), result, 1.8e9)
+    text = (tmp_path / TEXTFILE_NAME).read_text()
+    samples = [line for line in text.splitlines() if not line.startswith("#")]
+    assert samples == [
+        "clusterforge_passive_last_run_timestamp_seconds 1800000000",
+        "clusterforge_passive_drain 1",
+        "clusterforge_passive_run_seconds 0.020",
+        'clusterforge_passive_new_xid_events{xid="13",kind="application"} 8',
+        'clusterforge_passive_new_xid_events{xid="79",kind="node"} 3',
+        'clusterforge_passive_reasons{check="xid"} 1',
+    ]
+    root = Path(__file__).resolve().parents[2]
+    published = set(re.findall(r"^(clusterforge_\w+)", text, re.MULTILINE))
+    cert = (root / "roles/monitoring/templates/clusterforge-cert-metrics.py.j2").read_text()
+    published |= set(re.findall(r"\b(clusterforge_certification_\w+)", cert))
+    rules = yaml.safe_load((root / "roles/monitoring/files/clusterforge-health.rules.yml").read_text())
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    assert len(exprs) == 5
+    for expr in exprs:
+        named = set(re.findall(r"\b(clusterforge_\w+)", expr))
+        assert named and named <= published, expr
