@@ -81,3 +81,11 @@ def test_a_report_of_another_run_is_not_this_runs(tmp_path: Path) -> None:
     assert _this_runs_report(str(report), "20261201T110000Z") == "no report in this run (20261201T110000Z)"
     report.unlink()
     assert _this_runs_report(str(report), "20261201T110000Z").startswith("no report in this run")
+
+
+def test_strikes_column_only_where_a_node_has_incidents() -> None:
+    out = io.StringIO()
+    rows = [*ROWS[:2], _row("node-002", strikes="LEMON 3/3 in 7d, last 5 h ago, MTBI 2.4 d")]
+    Console(file=out, width=120, color_system=None).print(table(SPEC, rows, now=NOW))
+    assert "strikes" in out.getvalue() and "LEMON 3/3 in 7d" in out.getvalue()
+    assert "strikes" not in render(wide=False)

@@ -153,3 +153,14 @@ def test_each_failure_is_a_strike_on_its_hardware_even_after_a_later_pass(
     j.append_to_section(HEALTH_STRIKES, {"identity": "x", "node": "n", "at": "2000-01-01T00:00:00+00:00"})
     record_failure(j, "gpu-005", "clusterforge: nccl: slow again", "nccl")  # prunes entries over 90 days old
     assert all(e["identity"] != "x" for e in j.section(HEALTH_STRIKES))
+
+
+def test_status_history_line_per_node(prod_journal: Journal) -> None:
+    from clusterforge.health.history import node_history
+
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    history = node_history(spec, prod_journal.nodes, prod_journal.sections, NOW)
+    assert history == {
+        "gpu-002": "1/3 in 7d, last 12 h ago",
+        "gpu-003": "LEMON 3/3 in 7d, last 5 h ago, MTBI 2.4 d",
+    }
