@@ -9,7 +9,9 @@ What changed since the last run, from a small state file on the node:
   contact support for node faults);
 - uncorrected volatile ECC errors that grew since the last run;
 - a pending or failed row remap, pending retired pages (states: they drain while they last);
-- an active hardware or thermal throttle reason (the same rule as the gpu-throttle check).
+- an active hardware or thermal throttle reason (the same rule as the gpu-throttle check);
+- an RDMA port (InfiniBand or EFA, /sys/class/infiniband/<dev>/ports/<n>/state) that was ACTIVE at
+  the last run and is not now, or is gone.
 
 Every drain reason reads ``clusterforge: <check>: <evidence>``. ``verdict`` is pure (tests feed it
 captured kernel logs and nvidia-smi outputs); ``run_passive`` does the I/O. Python 3.9 like the
@@ -135,8 +137,28 @@ def _gpu_reasons(gpus: List[Dict[str, Any]], previous: Dict[str, int]) -> Tuple[
     return drains, counters
 
 
+def _port_state(text: str) -> str:
+    """``"4: ACTIVE"`` (the sysfs file, as ibstatus prints it too) -> ``"ACTIVE"``."""
+    return text.strip().split(":", 1)[-1].strip().upper()
+
+
+def _link_reasons(links: Dict[str, str], previous: Dict[str, str]) -> List[str]:
+    """A port ACTIVE at the last run that is not now (or is gone). Ports never up are the full check's."""
+    drains = []
+    for port, before in sorted(previous.items()):
+        now = links.get(port)
+        if before == "ACTIVE" and now != "ACTIVE":
+            device, _, number = port.partition("/")
+            drains.append(f"{PREFIX} link: {device} port {number} went down (ACTIVE -> {now or 'gone'})")
+    return drains
+
+
 def verdict(
-    kernel_log: str, gpus: Optional[List[Dict[str, Any]]], state: Dict[str, Any], boot_id: str
+    kernel_log: str,
+    gpus: Optional[List[Dict[str, Any]]],
+    state: Dict[str, Any],
+    boot_id: str,
+    links: Optional[Dict[str, str]] = None,
 ) -> Dict[str, Any]:
     """Pure: this run's drain reasons and notes, and the state the next run starts from.
 
@@ -150,6 +172,8 @@ def verdict(
     if gpus is not None:
         more, counters = _gpu_reasons(gpus, dict(state.get("ecc") or {}) if same_boot else {})
         drains += more
+    ports = {port: _port_state(text) for port, text in (links or {}).items()}
+    drains += _link_reasons(ports, dict(state.get("links") or {}) if same_boot else {})
     reason = ""
     if drains:
         reason = drains[0] if len(drains) == 1 else f"{drains[0]} (+{len(drains) - 1} more)"
@@ -160,6 +184,7 @@ def verdict(
         "boot_id": boot_id,
         "marker": items[-1]["raw"] if items else (state.get("marker") if same_boot else None),
         "ecc": counters,
+        "links": ports,
     }
     xids: Dict[str, int] = {}
     for item in new:
@@ -252,7 +277,33 @@ def save_state(path: str, state: Dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def run_passive(state_path: str, runner: Any, boot_id_file: str = BOOT_ID_FILE) -> Dict[str, Any]:
+IB_SYSFS = "/sys/class/infiniband"
+
+
+def read_links(root: str = IB_SYSFS) -> Dict[str, str]:
+    """``{"mlx5_0/1": "4: ACTIVE"}`` for every RDMA port (InfiniBand HCAs and EFA devices alike);
+    the file's text is what ibstatus prints as ``state:`` (tests/data/ibstatus)."""
+    links: Dict[str, str] = {}
+    try:
+        devices = sorted(os.listdir(root))
+    except OSError:
+        return links
+    for device in devices:
+        ports = os.path.join(root, device, "ports")
+        try:
+            numbers = sorted(os.listdir(ports))
+        except OSError:
+            continue
+        for number in numbers:
+            text = _read(os.path.join(ports, number, "state")).strip()
+            if text:
+                links[f"{device}/{number}"] = text
+    return links
+
+
+def run_passive(
+    state_path: str, runner: Any, boot_id_file: str = BOOT_ID_FILE, ib_root: str = IB_SYSFS
+) -> Dict[str, Any]:
     """Read the kernel log and nvidia-smi, judge, remember. ``runner(argv, timeout)`` -> (rc, out, err)."""
     from validators.checks.base import NVIDIA_SMI_XML
     from validators.checks.system import KERNEL_LOG_COMMANDS
@@ -279,7 +330,8 @@ def run_passive(state_path: str, runner: Any, boot_id_file: str = BOOT_ID_FILE) 
         notes.append(
             f"nvidia-smi exited {rc}: {(stdout + stderr).strip()[:120]} (the full health check judges it)"
         )
-    result = verdict(text, gpus, load_state(state_path), _read(boot_id_file).strip() or "unknown")
+    boot = _read(boot_id_file).strip() or "unknown"
+    result = verdict(text, gpus, load_state(state_path), boot, read_links(ib_root))
     save_state(state_path, result.pop("state"))
     result["notes"] = notes + result["notes"]
     result["seconds"] = round(time.monotonic() - started, 3)

@@ -171,3 +171,46 @@ def test_textfile_metrics_and_the_alert_rules_that_read_them(tmp_path: Path) -> 
     for expr in exprs:
         named = set(re.findall(r"\b(clusterforge_\w+)", expr))
         assert named and named <= published, expr
+
+
+def ports_from_ibstatus(text: str) -> dict[str, str]:
+    """{"mlx5_0/1": "4: ACTIVE"}: ibstatus prints each port's sysfs state file verbatim after "state:"."""
+    import re
+
+    ports: dict[str, str] = {}
+    current = ""
+    for line in text.splitlines():
+        head = re.match(r"Infiniband device '([^']+)' port (\d+) status:", line)
+        if head:
+            current = f"{head.group(1)}/{head.group(2)}"
+        elif line.strip().startswith("state:") and current:
+            ports[current] = line.split("state:", 1)[1].strip()
+    return ports
+
+
+def test_an_rdma_port_that_went_down_since_the_last_run_drains() -> None:
+    up = ports_from_ibstatus(captured("ibstatus", "cuml_wiki_4x_edr_infiniband_active.txt"))
+    mixed = ports_from_ibstatus(captured("ibstatus", "edr_ethernet_one_down_one_active.txt"))
+    assert set(up.values()) == {"4: ACTIVE"} and mixed["mlx5_0/1"] == "1: DOWN"
+    first = verdict("", None, {}, BOOT, up)
+    assert first["drain"] == ""
+    down = dict(up, **{"mlx5_1/1": mixed["mlx5_0/1"]})
+    went = verdict("", None, first["state"], BOOT, down)
+    assert went["reasons"] == ["clusterforge: link: mlx5_1 port 1 went down (ACTIVE -> DOWN)"]
+    assert verdict("", None, went["state"], BOOT, down)["drain"] == ""  # reported once, when it went down
+    gone = {k: v for k, v in up.items() if k != "mlx5_2/1"}
+    assert verdict("", None, first["state"], BOOT, gone)["reasons"] == [
+        "clusterforge: link: mlx5_2 port 1 went down (ACTIVE -> gone)"
+    ]
+    assert verdict("", None, {}, BOOT, mixed)["drain"] == ""  # never up: the full check judges that
+
+
+def test_links_are_read_from_sysfs(tmp_path: Path) -> None:
+    from validators.passive import read_links
+
+    for device, port, text in (("mlx5_0", "1", "4: ACTIVE\n"), ("efa_0", "1", "1: DOWN\n")):
+        folder = tmp_path / device / "ports" / port
+        folder.mkdir(parents=True)
+        (folder / "state").write_text(text)
+    assert read_links(str(tmp_path)) == {"efa_0/1": "1: DOWN", "mlx5_0/1": "4: ACTIVE"}
+    assert read_links(str(tmp_path / "absent")) == {}
