@@ -164,3 +164,41 @@ def test_status_history_line_per_node(prod_journal: Journal) -> None:
         "gpu-002": "1/3 in 7d, last 12 h ago",
         "gpu-003": "LEMON 3/3 in 7d, last 5 h ago, MTBI 2.4 d",
     }
+
+
+def test_slurm_view_passive_drains_and_idle_nodes(prod_journal: Journal) -> None:
+    from clusterforge.health.live import passive_reason, with_slurm
+    from clusterforge.slurm.parse import parse_sinfo
+
+    # Captured sinfo rows (tests/data/slurm/README.md) renamed onto prod's nodes, and a passive-check drain.
+    idle = parse_sinfo(
+        (STACKS.parent / "tests/data/slurm/sinfo-idle.txt").read_text().replace("node-", "gpu-")
+    )
+    draining = parse_sinfo(
+        (STACKS.parent / "tests/data/slurm/sinfo-draining.txt").read_text().replace("node-", "gpu-")
+    )
+    passive = parse_sinfo(
+        "gpu-004 drained clusterforge: xid: Xid 79 x12 on 0000:44:00 (node fault): GPU has fallen off\n"
+    )
+    sinfo = {**idle, "gpu-003": draining["gpu-002"], **passive}  # gpu-001, gpu-002 idle
+    assert passive_reason(sinfo["gpu-004"].reason) and not passive_reason(sinfo["gpu-003"].reason)
+    spec, _ = load_spec(STACKS / "prod.yaml")
+    inputs = with_slurm(read_inputs(spec, prod_journal.nodes, prod_journal.sections), sinfo, NOW)
+    everyone = spec.health.model_copy(
+        update={
+            "active": spec.health.active.model_copy(update={"profile": "production", "max_nodes": "100%"})
+        }
+    )
+    result = health_plan(everyone, inputs, NOW)
+    actions = {d.node: d.action for d in result.decisions}
+    assert actions["gpu-004"] == "recertify"  # drained on the node by the passive check: re-certify it
+    assert actions["gpu-002"] == "drain"  # the journal's failure, yet Slurm serves it: drain first
+    assert result.active == ["gpu-001"]  # idle in Slurm and kept; gpu-005..016 are not in sinfo: not idle
+    assert any("12 node(s) not known to Slurm" in n for n in result.notes)
+
+
+def test_live_without_a_head_node_says_so(prod_journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(health_task, "_slurm_view", lambda spec: ({}, "no running head node"))
+    result = health_task.build(STACKS / "prod.yaml", now=NOW, live=True)
+    assert result.notes[-1] == "Slurm not asked (no running head node): idle nodes from the journal only"
+    assert {d.node: d.action for d in result.decisions}["gpu-002"] == "recertify"
