@@ -66,14 +66,25 @@ def _items(text: str) -> List[Dict[str, Any]]:
     return items
 
 
-def since_marker(items: List[Dict[str, Any]], marker: Optional[str]) -> List[Dict[str, Any]]:
-    """Items after the last one whose raw line is ``marker``; all of them when it is gone (new boot,
-    first run, or the log rotated past it)."""
-    if marker:
-        for index in range(len(items) - 1, -1, -1):
-            if items[index]["raw"] == marker:
+def since_marker(items: List[Dict[str, Any]], marker: Optional[str], seen: int = 0) -> List[Dict[str, Any]]:
+    """Items after the ``seen``-th one whose raw line is ``marker`` (identical lines repeat: a bare
+    ``NVRM:`` line, or an Xid storm within one second of journalctl's stamps); after the last such one
+    when fewer are left (the log rotated); all of them when it is gone (new boot, first run)."""
+    if not marker:
+        return items
+    last = -1
+    count = 0
+    for index, item in enumerate(items):
+        if item["raw"] == marker:
+            count += 1
+            last = index
+            if seen and count == seen:
                 return items[index + 1 :]
-    return items
+    return items[last + 1 :] if last >= 0 else items
+
+
+def _occurrences(items: List[Dict[str, Any]], raw: str) -> int:
+    return sum(1 for item in items if item["raw"] == raw)
 
 
 def _xid_reasons(new: List[Dict[str, Any]]) -> Tuple[List[str], List[str]]:
@@ -166,7 +177,7 @@ def verdict(
     """
     same_boot = state.get("version") == STATE_VERSION and state.get("boot_id") == boot_id
     items = _items(kernel_log)
-    new = since_marker(items, state.get("marker") if same_boot else None)
+    new = since_marker(items, state.get("marker") if same_boot else None, int(state.get("marker_seen") or 0))
     drains, notes = _xid_reasons(new)
     counters: Dict[str, int] = {}
     if gpus is not None:
@@ -183,6 +194,7 @@ def verdict(
         "version": STATE_VERSION,
         "boot_id": boot_id,
         "marker": items[-1]["raw"] if items else (state.get("marker") if same_boot else None),
+        "marker_seen": _occurrences(items, items[-1]["raw"]) if items else int(state.get("marker_seen") or 0),
         "ecc": counters,
         "links": ports,
     }

@@ -214,3 +214,14 @@ def test_links_are_read_from_sysfs(tmp_path: Path) -> None:
         (folder / "state").write_text(text)
     assert read_links(str(tmp_path)) == {"efa_0/1": "1: DOWN", "mlx5_0/1": "4: ACTIVE"}
     assert read_links(str(tmp_path / "absent")) == {}
+
+
+def test_identical_bare_lines_still_count_once_each() -> None:
+    # The captured line has no timestamp: every repetition is the same text.
+    first = verdict(XID79 + "\n" + XID79 + "\n", None, {}, BOOT)
+    assert "Xid 79 x2" in first["drain"] and first["state"]["marker_seen"] == 2
+    assert verdict((XID79 + "\n") * 2, None, first["state"], BOOT)["drain"] == ""
+    more = verdict((XID79 + "\n") * 5, None, first["state"], BOOT)
+    assert "Xid 79 x3" in more["drain"]
+    rotated = verdict(XID79 + "\n" + XID63 + "\n", None, first["state"], BOOT)  # the ring buffer dropped one
+    assert [r.split(" on ")[0] for r in rotated["reasons"]] == ["clusterforge: xid: Xid 63 x1"]
