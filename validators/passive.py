@@ -17,9 +17,10 @@ Every drain reason reads ``clusterforge: <check>: <evidence>``. ``verdict`` is p
 captured kernel logs and nvidia-smi outputs); ``run_passive`` does the I/O. Python 3.9 like the
 rest of the validators (they run on the nodes' own Python).
 
-Test hook (validators/faults.py): ``/etc/clusterforge/faults/xid`` appends its lines to the kernel
-log as read; a line that is only a number N becomes an Xid N line, so
-``echo 79 > /etc/clusterforge/faults/xid`` is one new Xid 79 on the next run. Its evidence says so.
+Test hook (validators/faults.py): ``/etc/clusterforge/faults/xid`` adds its lines to the kernel
+log as read, counted apart from it (each line once, whatever the real log does meanwhile); a line
+that is only a number N becomes an Xid N line, so ``echo 79 > /etc/clusterforge/faults/xid`` is one
+new Xid 79 on the next run. Its evidence says so.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def verdict(
     state: Dict[str, Any],
     boot_id: str,
     links: Optional[Dict[str, str]] = None,
+    hook: str = "",
 ) -> Dict[str, Any]:
     """Pure: this run's drain reasons and notes, and the state the next run starts from.
 
@@ -178,6 +180,12 @@ def verdict(
     same_boot = state.get("version") == STATE_VERSION and state.get("boot_id") == boot_id
     items = _items(kernel_log)
     new = since_marker(items, state.get("marker") if same_boot else None, int(state.get("marker_seen") or 0))
+    # The test hook's lines are counted apart from the real log, so real lines logged after the hook
+    # file was written are still new (the hook is appended after them when read).
+    hooked = _items(hook) if hook else []
+    new = (
+        new + hooked[int(state.get("hook_seen") or 0) if same_boot else 0 :]
+    )  # a new list: never extend items
     drains, notes = _xid_reasons(new)
     counters: Dict[str, int] = {}
     if gpus is not None:
@@ -195,6 +203,7 @@ def verdict(
         "boot_id": boot_id,
         "marker": items[-1]["raw"] if items else (state.get("marker") if same_boot else None),
         "marker_seen": _occurrences(items, items[-1]["raw"]) if items else int(state.get("marker_seen") or 0),
+        "hook_seen": len(hooked),
         "ecc": counters,
         "links": ports,
     }
@@ -332,8 +341,7 @@ def run_passive(
     else:
         notes.append("kernel log: neither journalctl -k nor dmesg could be read")
     hook = active_fault("xid")
-    if hook is not None:
-        text = text + ("\n" if text and not text.endswith("\n") else "") + "\n".join(hook_lines(hook)) + "\n"
+    hooked = "\n".join(hook_lines(hook)) + "\n" if hook else ""
     gpus: Optional[List[Dict[str, Any]]] = None
     rc, stdout, stderr = runner(list(NVIDIA_SMI_XML), 15.0)
     if rc == 0:
@@ -343,7 +351,7 @@ def run_passive(
             f"nvidia-smi exited {rc}: {(stdout + stderr).strip()[:120]} (the full health check judges it)"
         )
     boot = _read(boot_id_file).strip() or "unknown"
-    result = verdict(text, gpus, load_state(state_path), boot, read_links(ib_root))
+    result = verdict(text, gpus, load_state(state_path), boot, read_links(ib_root), hooked)
     save_state(state_path, result.pop("state"))
     result["notes"] = notes + result["notes"]
     result["seconds"] = round(time.monotonic() - started, 3)

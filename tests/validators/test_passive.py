@@ -225,3 +225,18 @@ def test_identical_bare_lines_still_count_once_each() -> None:
     assert "Xid 79 x3" in more["drain"]
     rotated = verdict(XID79 + "\n" + XID63 + "\n", None, first["state"], BOOT)  # the ring buffer dropped one
     assert [r.split(" on ")[0] for r in rotated["reasons"]] == ["clusterforge: xid: Xid 63 x1"]
+
+
+def test_real_lines_logged_after_the_hook_are_still_new() -> None:
+    from validators.passive import hook_lines
+
+    hook = "\n".join(hook_lines("79\n")) + "\n"
+    first = verdict(repeated(XID63, 1), None, {}, BOOT, hook=hook)
+    assert [r.split(" on ")[0] for r in first["reasons"]] == [
+        "clusterforge: xid: Xid 63 x1",
+        "clusterforge: xid: Xid 79 x1",
+    ]
+    later = verdict(repeated(XID63, 1) + repeated(XID79, 1, 3000.0), None, first["state"], BOOT, hook=hook)
+    assert later["reasons"] == [
+        "clusterforge: xid: Xid 79 x1 on 0000:44:00 (node fault): GPU has fallen off the bus"
+    ]
