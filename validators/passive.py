@@ -180,16 +180,17 @@ def verdict(
     same_boot = state.get("version") == STATE_VERSION and state.get("boot_id") == boot_id
     items = _items(kernel_log)
     new = since_marker(items, state.get("marker") if same_boot else None, int(state.get("marker_seen") or 0))
-    # The test hook's lines are counted apart from the real log, so real lines logged after the hook
-    # file was written are still new (the hook is appended after them when read).
+    # The test hook's lines are counted apart from the real log (its own count), so real lines logged
+    # after the hook file was written are still new. A new list: ``new`` may be ``items`` itself.
     hooked = _items(hook) if hook else []
-    new = (
-        new + hooked[int(state.get("hook_seen") or 0) if same_boot else 0 :]
-    )  # a new list: never extend items
+    new = new + hooked[int(state.get("hook_seen") or 0) if same_boot else 0 :]
     drains, notes = _xid_reasons(new)
-    counters: Dict[str, int] = {}
+    previous_ecc: Dict[str, int] = dict(state.get("ecc") or {}) if same_boot else {}
+    # nvidia-smi not read this run: keep the last counters, or the next run would take every
+    # standing count for new errors.
+    counters = previous_ecc
     if gpus is not None:
-        more, counters = _gpu_reasons(gpus, dict(state.get("ecc") or {}) if same_boot else {})
+        more, counters = _gpu_reasons(gpus, previous_ecc)
         drains += more
     ports = {port: _port_state(text) for port, text in (links or {}).items()}
     drains += _link_reasons(ports, dict(state.get("links") or {}) if same_boot else {})

@@ -240,3 +240,13 @@ def test_real_lines_logged_after_the_hook_are_still_new() -> None:
     assert later["reasons"] == [
         "clusterforge: xid: Xid 79 x1 on 0000:44:00 (node fault): GPU has fallen off the bus"
     ]
+
+
+def test_a_run_without_nvidia_smi_keeps_the_ecc_baseline() -> None:
+    gpus = copy.deepcopy(h200())
+    gpus[0]["ecc_uncorrected_volatile"] = 4
+    first = verdict("", gpus, {}, BOOT)
+    assert "+4" in first["drain"]
+    blind = verdict("", None, first["state"], BOOT)  # nvidia-smi failed this time
+    assert blind["drain"] == "" and blind["state"]["ecc"] == first["state"]["ecc"]
+    assert verdict("", gpus, blind["state"], BOOT)["drain"] == ""  # still 4: nothing new
