@@ -68,6 +68,11 @@ from clusterforge.tasks import benchmark as benchmark_tasks  # noqa: E402
 
 ns.add_task(benchmark_tasks.benchmark)
 
+# health.plan (the health policy's decisions now, from the journal; --dry-run only)
+from clusterforge.tasks import health as health_tasks  # noqa: E402
+
+ns.add_collection(Collection.from_module(health_tasks, name="health"))
+
 # --- Other parts add their tasks here, one explicit line each, e.g. -------------------------
 #   pipeline:  from clusterforge.tasks import cluster; ns.add_task(cluster.up); ns.add_task(cluster.down)
 #              ns.add_task(cluster.status); ns.add_task(cluster.certify)

@@ -42,7 +42,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -442,6 +442,21 @@ class Journal:
             _apply(self.nodes, self.sections, entry)
             self._append(entry)
 
+    def append_to_section(self, name: str, item: Any, keep: Callable[[Any], bool] | None = None) -> None:
+        """Append ``item`` to the list section ``name`` under one lock (threads may append at once);
+        ``keep`` drops old entries that no longer pass it. Items are appended in time order, so the
+        first is the oldest: when it still passes ``keep`` the append is one short log line."""
+        with self._lock:
+            items = self.sections.get(name)
+            items = items if isinstance(items, list) else []
+            if keep is not None and items and not keep(items[0]):
+                # the oldest entry has expired: the kept ones are written once (rare: amortised)
+                entry: dict[str, Any] = {"section": name, "value": [i for i in items if keep(i)] + [item]}
+            else:
+                entry = {"append": name, "item": item}  # one short line, whatever the section's length
+            _apply(self.nodes, self.sections, entry)
+            self._append(entry)
+
     def record_certified(self, node: str, versions: dict[str, str], hardware: dict[str, Any]) -> None:
         """Keep the version set and machine identity a node was just certified with."""
         with self._lock:
@@ -499,6 +514,9 @@ def _apply(nodes: dict[str, NodeRecord], sections: dict[str, Any], entry: dict[s
     """One log line's change, applied to the records (the same code on writing and on replay)."""
     if "section" in entry:
         sections[str(entry["section"])] = entry.get("value")
+    elif "append" in entry:
+        current = sections.get(str(entry["append"]))
+        sections[str(entry["append"])] = [*(current if isinstance(current, list) else []), entry.get("item")]
     elif "forget" in entry:
         if entry["forget"] is None:
             nodes.clear()

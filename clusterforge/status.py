@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich import box
@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from clusterforge.health.history import node_history
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.lock import ago
 from clusterforge.node.remote import Runner, node_runner
@@ -47,6 +48,8 @@ class NodeStatus:
     versions: str = ""
     # Warnings about the machine, e.g. a GPU seen before on a machine that failed.
     flags: str = ""
+    # Incidents (clusterforge.health.history), e.g. "2/3 in 7d, last 5 h ago, MTBI 1.2 d"; "" without any.
+    strikes: str = ""
     pool: str = ""
 
     @property
@@ -88,6 +91,7 @@ def collect(
     slurm, slurm_error = slurm_states(live, [p.name for p in planned if p.role == "head"], runner)
     rows = []
     mixed = mixed_versions(journal, [p.name for p in planned if p.role == "gpu"])
+    history = node_history(spec, journal.nodes, journal.sections, datetime.now(UTC).timestamp())
     for p in planned:
         node = live.get(p.name)
         rec = journal.record(p.name)
@@ -120,6 +124,7 @@ def collect(
                 versions=mixed.get(p.name, ""),
                 flags="; ".join(_gpu_flags(journal, p.name, node)),
                 pool=p.pool,
+                strikes=history.get(p.name, ""),
             )
         )
     return rows
@@ -176,6 +181,7 @@ def _columns(row: NodeStatus, wide: bool, now: datetime | None) -> list[tuple[st
         ("profile", row.profile if wide else ""),
         ("slurm", row.slurm_state),
         ("versions", escape(row.versions)),
+        ("strikes", escape(row.strikes)),
         ("reason", escape("; ".join(x for x in (row.slurm_reason or row.detail, row.flags) if x))),
         ("report", escape(row.report) if wide else ""),
     ]

@@ -102,3 +102,11 @@ def test_a_large_stack_is_summarised_by_state_with_the_nodes_that_need_a_look() 
     )
     assert text.count("clusterforge: gpu-health: Xid 79") == SHOWN
     assert "… and 5 more need a look (gpu-[0031,0034,0037,0040,0101])" in text  # 0101 not answering
+
+
+def test_strikes_column_only_where_a_node_has_incidents() -> None:
+    out = io.StringIO()
+    rows = [*ROWS[:2], _row("node-002", strikes="LEMON 3/3 in 7d, last 5 h ago, MTBI 2.4 d")]
+    Console(file=out, width=120, color_system=None).print(table(SPEC, rows, now=NOW))
+    assert "strikes" in out.getvalue() and "LEMON 3/3 in 7d" in out.getvalue()
+    assert "strikes" not in render(wide=False)

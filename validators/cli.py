@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import sys
+import time
 from datetime import datetime, timezone
 from typing import List, Optional
 
@@ -141,12 +142,26 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_passive(args: argparse.Namespace) -> int:
+    """The passive check (validators/passive.py): JSON on stdout; exit 1 when the node should drain."""
+    from validators.passive import run_passive
+    from validators.runner import run_command
+
+    result = run_passive(args.state, run_command)
+    if args.textfile:
+        from validators.passive import write_textfile
+
+        result["textfile"] = write_textfile(args.textfile, result, time.time())
+    print(json.dumps(result))
+    return EXIT_FAIL if result["drain"] else EXIT_PASS
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python3 -m validators", description="Certify this node (see validators/SCHEMA.md)."
     )
     ap.add_argument("--version", action="version", version=f"validators {__version__}")
-    sub = ap.add_subparsers(dest="command", metavar="{run,list,parse}")
+    sub = ap.add_subparsers(dest="command", metavar="{run,list,parse,passive}")
     sub.required = True
     run = sub.add_parser("run", help="run a profile's checks; write OUT/report.json and OUT/junit.xml")
     run.add_argument("--profile", required=True, choices=PROFILES)
@@ -167,6 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("tool", metavar="TOOL")
     parse.add_argument("file", metavar="FILE", help="captured output, or - for stdin")
     parse.set_defaults(func=cmd_parse)
+    passive = sub.add_parser(
+        "passive",
+        help="Xid, ECC, row remap and throttle changes since the last run (seconds; for Slurm's health check)",
+    )
+    passive.add_argument(
+        "--state", required=True, metavar="FILE", help="what the last run saw (JSON, kept here)"
+    )
+    passive.add_argument(
+        "--textfile",
+        default="",
+        metavar="DIR",
+        help="node_exporter textfile folder: write metrics there if it exists",
+    )
+    passive.set_defaults(func=cmd_passive)
     return ap
 
 

@@ -14,6 +14,8 @@ node with a hook switched on can never be mistaken for a healthy one. Hooks:
   file may hold its index) while the burn-in runs; that device's rate must fail.
 - ``corrupt-checkpoint`` (checkpoint-restart): one byte in the middle of the largest checkpoint
   shard is flipped between the save and the resume (data corrupted at rest).
+- ``xid`` (the passive check, validators/passive.py): each line is appended to the kernel log as
+  read; a line that is only a number N becomes an Xid N line (``echo 79 >> .../faults/xid``).
 
 ``VALIDATORS_TEST_FAULT=drop-optimizer`` (an environment variable, workloads/ckpt_train.py) makes
 checkpoint-restart's resume drop the optimizer state.

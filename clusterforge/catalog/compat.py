@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from clusterforge import strict_yaml
+from clusterforge.catalog.floors import SecurityFloors
 from clusterforge.catalog.hardware import DATA_DIR, Provenance
 from clusterforge.catalog.versions import at_least, major, major_minor, vtuple
 
@@ -295,6 +296,7 @@ class CompatMatrix(_Data):
     torch: TorchRules
     dcgm_cuda: list[DcgmCudaRule] = Field(default_factory=list)
     slurm_node_topology: SlurmNodeTopologyRule | None = None
+    security_floors: SecurityFloors
 
     @model_validator(mode="after")
     def _sources_declared(self) -> CompatMatrix:

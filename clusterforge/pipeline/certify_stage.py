@@ -39,6 +39,7 @@ from typing import TypeVar
 
 from clusterforge.ansible.runner import PlaybookRun, run_stamp
 from clusterforge.certify.fleet.judge import FleetJudgement
+from clusterforge.health.record import record_failure
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.node.config import dumps, profile_for, render_node_config
 from clusterforge.node.reports import Verdict, merge, read_verdict, stamp_run
@@ -405,6 +406,13 @@ class CertifyStage(BaseStage):
             certifying="",
             **extra,
         )
+        # A strike on its hardware (clusterforge.health): the verdict alone is overwritten by the next pass.
+        check = (
+            reason.split(": ", 2)[1]
+            if reason.startswith("clusterforge: ") and reason.count(": ") >= 2
+            else ""
+        )
+        record_failure(self.ctx.journal, name, reason, check)
 
     def _drain(self, admission: Admission, reasons: dict[str, str]) -> dict[str, str]:
         """Drain the failed nodes (waiting for the controller when it is away); node -> why a drain

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from clusterforge.spec.health import Health
+
 SPEC_VERSION: Literal[1] = 1
 
 _NAME = r"^[a-z][a-z0-9-]{0,30}$"
@@ -649,6 +651,7 @@ class ClusterSpec(_Strict):
     state: State = State()
     ansible: AnsibleSettings = AnsibleSettings()
     benchmark: Benchmark = Benchmark()
+    health: Health = Field(default_factory=Health, description="Version floors, strikes, remediation")
     suppress_checks: list[str] = Field(default_factory=list, description="Spec check ids to silence")
 
     def pool(self, name: str) -> NodePool:

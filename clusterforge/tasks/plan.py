@@ -11,6 +11,7 @@ from rich.console import Console
 
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.node.remote import Runner, node_runner
+from clusterforge.plan.floors import floor_notes
 from clusterforge.plan.impact import LiveState, plan_impacts
 from clusterforge.plan.inputs import StackInputs
 from clusterforge.plan.live import Previewer, live_state, pulumi_previewer
@@ -71,6 +72,7 @@ def build_plan(
     if live:
         state = live_state(cluster, provider or get_provider(cluster), runner, previewer)
         notes += state.notes
+    notes += floor_notes(cluster)
     return Plan(
         cluster.stack, old.label, new.label, plan_impacts(old, new, state), tuple(notes), data=state.data
     )

@@ -231,3 +231,18 @@ def test_reconfiguring_keeps_the_certification(tmp_path: Path) -> None:
     j.mark_done("n", "certified", verdict="pass")
     j.mark_done("n", "configured")  # a converged second `up`
     assert j.is_done("n", "certified")
+
+
+def test_appending_to_a_list_section_writes_one_short_line_and_survives_reload(tmp_path: Path) -> None:
+    """Strikes (clusterforge.health) are appended, never the whole list rewritten per strike: a fleet
+    that fails at once must not write N^2 bytes. An expired oldest entry rewrites the kept ones once."""
+    j = Journal("s", tmp_path)
+    for i in range(200):
+        j.append_to_section("strikes", {"n": i, "pad": "x" * 50})
+    lines = j.log_path.read_text().splitlines()
+    assert max(len(line) for line in lines[1:]) < 200  # each append is its own short line
+    assert [e["n"] for e in Journal("s", tmp_path).section("strikes")] == list(range(200))
+    j.append_to_section("strikes", {"n": 200}, keep=lambda e: e["n"] >= 150)  # the oldest expired
+    assert [e["n"] for e in Journal("s", tmp_path).section("strikes")] == list(range(150, 201))
+    j.compact()
+    assert len(Journal("s", tmp_path).section("strikes")) == 51

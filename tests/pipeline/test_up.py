@@ -101,6 +101,10 @@ def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: p
     row = {r.node: r for r in collect(world["spec"], world["provider"], slurm.runner)}["node-003"]
     assert row.certification == "failed" and row.slurm_state == "drained"
     assert row.slurm_reason.startswith("clusterforge: software-versions")
+    # The failure is a strike on the machine (clusterforge.health.record), kept after later passes.
+    (strike,) = Journal("pt-up").section("health_strikes")
+    assert strike["node"] == "node-003" and strike["check"] == "software-versions"
+    assert strike["identity"] == Journal("pt-up").record("node-003").provider_id != ""
 
 
 @pytest.mark.slow

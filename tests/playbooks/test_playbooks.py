@@ -138,3 +138,67 @@ def test_health_check_wrapper_is_valid_python(rendered: Path) -> None:
     py_compile.compile(str(script), doraise=True)
     text = script.read_text()
     assert 'NODE = "gpu-001"' in text and "--checks" in text
+    assert '"passive", "--state", "/var/lib/clusterforge/passive-state.json"' in text
+
+
+@pytest.mark.slow
+def test_health_check_wrapper_drains_once_for_many_xid_lines_from_the_passive_check(tmp_path: Path) -> None:
+    """The rendered wrapper runs the passive check first; a node-fault Xid added by the test hook drains
+    the node with one reason for many lines; application Xids alone drain nothing (no node, no container)."""
+    state = tmp_path / "passive.json"
+    out = _render(
+        tmp_path,
+        slurm_healthcheck_passive_command=[
+            sys.executable,
+            "-m",
+            "validators",
+            "passive",
+            "--state",
+            str(state),
+            "--textfile",
+            str(tmp_path),
+        ],
+        slurm_healthcheck_command=[sys.executable, "-c", "raise SystemExit(0)"],
+    )
+    script = out / "clusterforge-healthcheck.py"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "scontrol.log"
+    (bin_dir / "scontrol").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = update ]; then echo "$@" >> {calls}; exit 0; fi\n'
+        'echo "NodeName=gpu-001 Arch=x86_64 State=IDLE ThreadsPerCore=1"\n'
+    )
+    # The kernel log: the captured dmesg -T lines of eight application Xid 13 (tests/data/xid/SOURCES.md).
+    (bin_dir / "journalctl").write_text(
+        f"#!/bin/sh\ncat {REPO / 'tests/data/xid/dmesg_T_xid13_no_pid.txt'}\n"
+    )
+    for tool in ("scontrol", "journalctl"):
+        (bin_dir / tool).chmod(0o755)
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "VALIDATORS_FAULT_DIR": str(faults),
+        "HOME": str(tmp_path),
+    }
+
+    def run() -> str:
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=REPO
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert "passed" in run() and not calls.exists()  # application Xids only
+    (faults / "xid").write_text("79\n" * 12)
+    said = run()
+    (update,) = calls.read_text().splitlines()
+    assert update.startswith(
+        "update NodeName=gpu-001 State=DRAIN Reason=clusterforge: xid: Xid 79 x12 on 0000:00:00"
+    )
+    assert "(node fault) (test hook)" in update and "drained: clusterforge: xid: Xid 79 x12" in said
+    metrics = (tmp_path / "clusterforge_passive.prom").read_text()
+    assert 'clusterforge_passive_new_xid_events{xid="79",kind="node"} 12' in metrics
+    assert "passed" in run() and len(calls.read_text().splitlines()) == 1  # the same lines again: nothing new

@@ -18,6 +18,7 @@ from clusterforge.spec.checks import (
     check_file,
     check_ids,
     cluster,
+    health,
     pairings,
     pools,
     pytorch,
@@ -616,8 +617,9 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
         "fabric-manager",
         "capacity-reservation",
     }
-    # prod itself raises no warning: the only one is the EFA installer edit's
-    assert [f.check_id for f in report.warnings] == ["efa-nccl-env"]
+    # prod's own warnings: its driver and container toolkit pins are below NVIDIA's security floors
+    # (compatibility.yaml security_floors); the EFA installer edit adds its own
+    assert [f.check_id for f in report.warnings] == ["security-floor", "efa-nccl-env", "security-floor"]
     lines = [f.line or 0 for f in report.errors]
     assert lines == sorted(lines)
     assert report.findings.index(report.warnings[0]) > report.findings.index(report.errors[-1])
@@ -663,7 +665,7 @@ def test_example_stacks_have_no_errors() -> None:
 def test_registry_is_complete_and_ids_are_stable_kebab_case() -> None:
     defined = {
         obj
-        for module in (pools, software, cluster, pytorch, pairings)
+        for module in (pools, software, cluster, pytorch, pairings, health)
         for _name, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, Check) and obj is not Check and obj.__module__ == module.__name__
     }

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clusterforge.catalog import CompatMatrix, HardwareCatalog, load_compat, load_hardware
-from clusterforge.spec.checks import cluster, pairings, pools, pytorch, software
+from clusterforge.spec.checks import cluster, health, pairings, pools, pytorch, software
 from clusterforge.spec.checks.base import Check, CheckContext, suggest
 from clusterforge.spec.loader import Finding, LineMap, SpecError, load_spec
 from clusterforge.spec.models import ClusterSpec
@@ -51,6 +51,8 @@ CHECKS: tuple[type[Check], ...] = (
     pairings.DcgmCuda,
     pairings.SlurmNodeTopology,
     software.ContainerStack,
+    health.SecurityFloor,
+    health.HealthPolicy,
     cluster.CertificationProfiles,
     cluster.ThresholdOverrides,
     cluster.SkipChecks,
