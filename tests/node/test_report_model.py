@@ -183,3 +183,24 @@ def test_a_bad_report_names_the_file_the_key_and_the_value(tmp_path: Path) -> No
     (tmp_path / "list.json").write_text("[]")
     with pytest.raises(ReportError, match="not a JSON object"):
         NodeReport.read(tmp_path / "list.json")
+
+
+def test_a_malformed_report_fails_its_node_alone_with_the_key(tmp_path: Path) -> None:
+    from clusterforge.node.reports import read_report
+
+    good = tmp_path / "node-001" / "report.json"
+    bad = tmp_path / "node-002" / "report.json"
+    for path in (good, bad):
+        path.parent.mkdir()
+    good.write_text((ROOT / "tests/data/validators-report/local-quick.json").read_text())
+    broken = json.loads(good.read_text())
+    broken["checks"][0]["metrics"]["python_version"]["value"] = "3.11"
+    bad.write_text(json.dumps(broken))
+    report, verdict = read_report("node-001", good)
+    assert report is not None and verdict.passed and verdict.report == str(good)
+    report, verdict = read_report("node-002", bad)
+    assert report is None and not verdict.passed
+    check, why = verdict.first_failure
+    assert check == "certify" and why.startswith("not a validators report")
+    assert 'checks.0.metrics.python_version.value: Input should be a number (got "3.11")' in why
+    assert not read_report("node-003", tmp_path / "none" / "report.json")[1].passed
