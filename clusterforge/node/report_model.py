@@ -14,6 +14,7 @@ that node's failure, never into a stop of the whole run.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,6 +27,7 @@ SCHEMA_VERSION = 1
 WORKSTATION_KEYS = ("run_id", "fleet")
 
 Status = Literal["pass", "fail", "warn", "skip", "error"]
+Profile = Literal["quick", "standard", "full"]
 BAD_STATUSES: tuple[Status, ...] = ("fail", "error")
 # JSON "number": an int stays an int when written back (1, not 1.0); a bool is not a number.
 Number = StrictInt | StrictFloat
@@ -90,7 +92,7 @@ class NodeReport(BaseModel):
 
     schema_version: Literal[1]
     node: Annotated[str, Field(min_length=1)]
-    profile: Literal["quick", "standard", "full"]
+    profile: Profile
     started: Timestamp
     finished: Timestamp
     verdict: Literal["pass", "fail"]
@@ -143,6 +145,11 @@ class NodeReport(BaseModel):
 
     def check(self, check_id: str) -> list[CheckResult]:
         return [c for c in self.checks if c.id == check_id]
+
+
+def utc_stamp() -> str:
+    """Now as the report's timestamps are written (``2026-12-01T10:47:08Z``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _describe(source: str, exc: ValidationError) -> str:
