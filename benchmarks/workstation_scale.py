@@ -226,7 +226,7 @@ def step_admission(n: int, tmp: Path) -> dict[str, Any]:
     class Stage(certify_stage.CertifyStage):
         """The certify stage with its checks stubbed: what is left is admission and liveness."""
 
-        def _single_node(self, todo: list[Any], run_id: str) -> dict[str, Verdict]:
+        def _single_node(self, todo: list[Any], run_id: str, reports: dict[str, Any]) -> dict[str, Verdict]:
             return {
                 x.name: Verdict(x.name, False, [("gpu-health", "Xid 79 on GPU 3")])
                 if x.name in failing
@@ -234,7 +234,7 @@ def step_admission(n: int, tmp: Path) -> dict[str, Any]:
                 for x in todo
             }
 
-        def _fleet(self, todo: list[Any], run_id: str) -> Any:
+        def _fleet(self, todo: list[Any], reports: dict[str, Any]) -> Any:
             return FleetJudgement({}, [], [])
 
         def _html(self, names: list[str]) -> None:

@@ -145,10 +145,10 @@ def mixed_versions(journal: Journal, names: list[str]) -> dict[str, str]:
 
 
 def _gpu_flags(journal: Journal, name: str, node: Node | None) -> list[str]:
-    from clusterforge.rollout.identity import gpu_ids, read_report, seen_failed
+    from clusterforge.rollout.identity import report_gpus, seen_failed
 
     rec = journal.record(name)
-    gpus = list(rec.hardware.get("gpus") or (gpu_ids(read_report(rec.report)) if rec.report else []))
+    gpus = list(rec.hardware.get("gpus") or report_gpus(rec.report))
     return seen_failed(journal, name, gpus, node.provider_id if node else rec.provider_id)
 
 

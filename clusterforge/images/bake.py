@@ -21,7 +21,6 @@ asked (``force``).
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from clusterforge.images.record import ImageRecord, save_record
 from clusterforge.inventory import render_inventory, write_inventory
 from clusterforge.journal import now_iso, stack_dir, write_atomic
 from clusterforge.node.config import dumps, profile_for, render_node_config
+from clusterforge.node.report_model import NodeReport, ReportError
 from clusterforge.plan.inputs import read_plays, roles_for
 from clusterforge.providers.base import Node
 from clusterforge.spec.loader import REPO_ROOT
@@ -107,13 +107,12 @@ def image_managed(spec: ClusterSpec, node: Node, inventory: Path, root: Path = R
 def _verdict(report: Path) -> tuple[bool, str]:
     """The builder's single-node verdict from its report.json, in one line."""
     try:
-        data = json.loads(report.read_text())
-    except (OSError, ValueError) as exc:
+        data = NodeReport.read(report)
+    except ReportError as exc:
         return False, f"no report ({exc})"
-    checks = data.get("checks") or []
-    bad = [f"{c.get('id')}: {c.get('summary', '')}" for c in checks if c.get("status") in ("fail", "error")]
-    passed = data.get("verdict") == "pass" and not bad
-    head = f"{'pass' if passed else 'FAIL'}: {len(checks)} checks ({data.get('profile', '?')})"
+    bad = [f"{c.id}: {c.summary}" for c in data.failing]
+    passed = data.verdict == "pass" and not bad
+    head = f"{'pass' if passed else 'FAIL'}: {len(data.checks)} checks ({data.profile})"
     return passed, head + (f"; {'; '.join(bad[:3])}" if bad else "")
 
 

@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from clusterforge.journal import write_atomic
-
-BAD = ("fail", "error")
+from clusterforge.node.report_model import NodeReport, ReportError
 
 
 @dataclass(frozen=True)
@@ -31,43 +28,27 @@ class Verdict:
         return f"{check}: {summary}" if summary else check
 
 
-def verdict_from_report(node: str, report: dict[str, Any], path: str = "") -> Verdict:
-    checks = report.get("checks") or []
-    failing = [
-        (str(c.get("id", "?")), " ".join(str(c.get("summary", "")).split()))
-        for c in checks
-        if c.get("status") in BAD
-    ]
-    declared = report.get("verdict")
-    passed = declared == "pass" and not failing
-    note = "" if passed or failing else f"report verdict {declared!r} with no failing check"
+def verdict_of(node: str, report: NodeReport, path: str = "") -> Verdict:
+    """The node's verdict: its report's, failed by any failing check (never a pass without one)."""
+    failing = [(c.id, " ".join(c.summary.split())) for c in report.failing]
+    passed = report.verdict == "pass" and not failing
+    note = "" if passed or failing else f"report verdict {report.verdict!r} with no failing check"
     return Verdict(node, passed, failing, path, note)
+
+
+def read_report(node: str, path: Path) -> tuple[NodeReport | None, Verdict]:
+    """The node's report and its verdict. A missing, unreadable or malformed report is a failure
+    with that reason (never a pass) and no report."""
+    try:
+        report = NodeReport.read(path)
+    except ReportError as exc:
+        return None, Verdict(node, False, [("certify", str(exc).removeprefix(f"{path}: "))], str(path))
+    return report, verdict_of(node, report, str(path))
 
 
 def read_verdict(node: str, path: Path) -> Verdict:
     """A missing or unreadable report is a failure with that reason (never a pass)."""
-    try:
-        report = json.loads(path.read_text())
-    except FileNotFoundError:
-        return Verdict(node, False, [("certify", f"no report came back ({path.name} missing)")], str(path))
-    except (OSError, json.JSONDecodeError) as exc:
-        return Verdict(node, False, [("certify", f"unreadable report: {exc}")], str(path))
-    if not isinstance(report, dict):
-        return Verdict(node, False, [("certify", "report.json is not a JSON object")], str(path))
-    return verdict_from_report(node, report, str(path))
-
-
-def stamp_run(path: Path, run_id: str) -> None:
-    """Record in a fetched report which certification run it belongs to (key ``run_id``).
-
-    Reports outlive runs on the workstation; only the stamp tells a report of this run from an
-    earlier one. An unreadable report is left as it is (its verdict is a failure anyway)."""
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return
-    if isinstance(report, dict):
-        write_atomic(path, json.dumps({**report, "run_id": run_id}, indent=2) + "\n")
+    return read_report(node, path)[1]
 
 
 def report_run_id(path: Path) -> str | None:

@@ -42,7 +42,8 @@ from clusterforge.certify.fleet.judge import FleetJudgement
 from clusterforge.health.record import record_failure
 from clusterforge.journal import now_iso, write_atomic
 from clusterforge.node.config import dumps, profile_for, render_node_config
-from clusterforge.node.reports import Verdict, merge, read_verdict, stamp_run
+from clusterforge.node.report_model import NodeReport
+from clusterforge.node.reports import Verdict, merge, read_report
 from clusterforge.pipeline import fleet_stage
 from clusterforge.pipeline.context import StackContext
 from clusterforge.pipeline.network_stage import NetworkStep
@@ -209,8 +210,13 @@ class CertifyStage(BaseStage):
             held = []
         judgement = None
         if held:
-            single = self._single_node(held, run_id)
-            judgement = self._fleet(held, run_id)
+            reports: dict[str, NodeReport] = {}
+            single = self._single_node(held, run_id, reports)
+            judgement = self._fleet(held, reports)
+            # Each fetched report read once (above) and written once: stamped with the run, and
+            # with the fleet's verdicts when it was judged.
+            for name, report in reports.items():
+                report.write(ctx.paths.reports / name / "report.json")
             single = fleet_stage.apply(judgement, single, ctx.board.note, self._fleet_ctx.error)
             verdicts.update(single)
             verdicts.update(self._network(held, verdicts, run_id, admission, head))
@@ -265,7 +271,11 @@ class CertifyStage(BaseStage):
         name, prof = profile_for(self.ctx.spec, node.pool, self.ctx.options.profile)
         return name, prof.suite
 
-    def _single_node(self, todo: list[Node], run_id: str) -> dict[str, Verdict]:
+    def _single_node(
+        self, todo: list[Node], run_id: str, reports: dict[str, NodeReport]
+    ) -> dict[str, Verdict]:
+        """Run the checks; the verdicts, and ``reports`` filled with each readable fetched
+        report, stamped with ``run_id`` (written by the caller)."""
         ctx = self.ctx
         config_dir = ctx.paths.run / "node-config"
         by_suite: dict[str, list[Node]] = defaultdict(list)
@@ -309,15 +319,17 @@ class CertifyStage(BaseStage):
                         why = f"node {state} during certification ({why})"
                     verdicts[n.name] = Verdict(n.name, False, [("certify", why)])
                 else:
-                    stamp_run(ctx.paths.reports / n.name / "report.json", run_id)
-                    verdicts[n.name] = read_verdict(n.name, ctx.paths.reports / n.name / "report.json")
+                    report, verdicts[n.name] = read_report(n.name, ctx.paths.reports / n.name / "report.json")
+                    if report is not None:
+                        report.run_id = run_id
+                        reports[n.name] = report
         return verdicts
 
-    def _fleet(self, todo: list[Node], run_id: str) -> FleetJudgement | None:
+    def _fleet(self, todo: list[Node], reports: dict[str, NodeReport]) -> FleetJudgement | None:
         """Judge this batch's figures against the fleet (clusterforge/certify/fleet/judge.py)."""
         for n in todo:
             self.ctx.board.note(n.name, "judging figures against the fleet")
-        return fleet_stage.judge(self._fleet_ctx, {n.name: n.instance_type for n in todo}, run_id)
+        return fleet_stage.judge(self._fleet_ctx, {n.name: n.instance_type for n in todo}, reports)
 
     def _network(
         self, todo: list[Node], verdicts: dict[str, Verdict], run_id: str, admission: Admission, head: Node

@@ -28,6 +28,7 @@ from clusterforge.certify.fleet.inputs import FleetInputs, fleet_inputs
 from clusterforge.certify.fleet.judge import FleetJudgement, NodeFleetVerdict, judge_run
 from clusterforge.certify.fleet.record import record_run
 from clusterforge.journal import write_atomic
+from clusterforge.node.report_model import NodeReport
 from clusterforge.node.reports import Verdict, merge
 from clusterforge.spec.models import ClusterSpec
 
@@ -57,21 +58,16 @@ class FleetContext:
         return cls(spec.stack, reports_dir, BaselineStore(spec.stack), inputs, error)
 
 
-def _read(path: Path, run_id: str) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) and data.get("run_id") == run_id else None
-
-
-def judge(fc: FleetContext, types: Mapping[str, str], run_id: str) -> FleetJudgement | None:
-    """Judge the batch (``types``: node -> instance type) with the command's earlier nodes; None
-    when the judge could not run (``fc.error`` says why)."""
+def judge(
+    fc: FleetContext, types: Mapping[str, str], reports: Mapping[str, NodeReport]
+) -> FleetJudgement | None:
+    """Judge the batch (``types``: node -> instance type; ``reports``: this run's readable
+    reports of the batch, as the certify stage read them) with the command's earlier nodes; None
+    when the judge could not run (``fc.error`` says why). Each judged report gets its ``fleet``
+    verdicts (the caller writes it) and its junit.xml a ``clusterforge.fleet`` suite."""
     for node, kind in types.items():
-        report = _read(fc.reports_dir / node / "report.json", run_id)
-        if report is not None:
-            fc.reports[node], fc.types[node] = report, kind
+        if node in reports:
+            fc.reports[node], fc.types[node] = reports[node].to_json(), kind
     if fc.inputs is None:
         return None
     try:
@@ -90,7 +86,9 @@ def judge(fc: FleetContext, types: Mapping[str, str], run_id: str) -> FleetJudge
     fc.notes = list(judgement.notes)
     for node in types:
         if node in judgement.nodes:
-            _annotate(fc.reports_dir / node, judgement.nodes[node])
+            if node in reports:
+                reports[node].fleet = _node_json(judgement.nodes[node])
+            _annotate_junit(fc.reports_dir / node, judgement.nodes[node])
     _write_fleet_file(fc, judgement)
     return judgement
 
@@ -156,15 +154,8 @@ def _node_json(fv: NodeFleetVerdict) -> dict[str, Any]:
     }
 
 
-def _annotate(folder: Path, fv: NodeFleetVerdict) -> None:
-    """The fleet verdicts into the node's report.json (key ``fleet``) and junit.xml."""
-    report_path = folder / "report.json"
-    try:
-        report = json.loads(report_path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return
-    report["fleet"] = _node_json(fv)
-    write_atomic(report_path, json.dumps(report, indent=2) + "\n")
+def _annotate_junit(folder: Path, fv: NodeFleetVerdict) -> None:
+    """The fleet verdicts into the node's junit.xml (a ``clusterforge.fleet`` suite)."""
     junit = folder / "junit.xml"
     try:
         root = ET.parse(junit).getroot()

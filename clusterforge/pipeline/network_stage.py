@@ -19,7 +19,6 @@ figures, stamped with the run id) and ``reports/network-groups.json`` (every gro
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from clusterforge.certify.fleet.rules import rules_for
 from clusterforge.certify.network.collectives import CollectiveReferences, baseline_metric, collective_reason
 from clusterforge.certify.network.planner import IsolationResult, IsolationRules, Planner
 from clusterforge.certify.network.reasons import one_line
+from clusterforge.certify.network.report import network_report
 from clusterforge.certify.network.runner import (
     GroupJobs,
     NodeConfigs,
@@ -37,8 +37,9 @@ from clusterforge.certify.network.runner import (
     run_scaling,
     write_groups_file,
 )
-from clusterforge.journal import now_iso, write_atomic
+from clusterforge.journal import now_iso
 from clusterforge.node.config import GPU_GROUP_LAUNCHER, profile_for, render_node_config
+from clusterforge.node.report_model import utc_stamp
 from clusterforge.node.reports import Verdict
 from clusterforge.pipeline.context import NODE_VALIDATORS, StackContext
 from clusterforge.providers.base import Node
@@ -135,6 +136,7 @@ class NetworkStep:
         """Verdicts for ``group`` (nodes of ``batch`` that passed everything so far and answer the
         controller). Nodes of the batch that failed earlier are never lent as partners."""
         ctx = self.ctx
+        started = utc_stamp()
         kind = group[0].instance_type
         check = network_check_id(ctx, group[0])
         lent = self.lend_partners(batch, kind) if len(group) <= SMALL_BATCH else []
@@ -207,7 +209,7 @@ class NetworkStep:
         write_groups_file(ctx.paths.reports, self.run_id, result, log)
         verdicts = {n.name: self._verdict(n.name, result, log, check, rules.fail_gap) for n in group}
         for name, verdict in verdicts.items():
-            self._write_report(name, verdict, result, log, check)
+            self._write_report(name, verdict, result, log, check, started)
         self._record(store, kind, result, log, verdicts, collectives)
         return NetworkOutcome(verdicts, result)
 
@@ -336,41 +338,19 @@ class NetworkStep:
         store.save(base)
 
     def _write_report(
-        self, name: str, verdict: Verdict, result: IsolationResult, log: RunLog, check: str
+        self, name: str, verdict: Verdict, result: IsolationResult, log: RunLog, check: str, started: str
     ) -> None:
-        tests = [r for r in log.records if name in r.nodes and r.purpose != "scale"]
-        summary = verdict.note if verdict.passed else verdict.first_failure[1]
-        report = {
-            "schema_version": 1,
-            "node": name,
-            "profile": self.suite,
-            "verdict": "pass" if verdict.passed else "fail",
-            "run_id": self.run_id,
-            "checks": [
-                {
-                    "id": check,
-                    "status": "pass" if verdict.passed else "fail",
-                    "summary": summary,
-                    "metrics": {
-                        f"busbw.with.{'+'.join(p for p in r.nodes if p != name)}.r{r.round}": {
-                            "value": r.figure,
-                            "unit": "GB/s",
-                        }
-                        for r in tests
-                        if r.figure is not None
-                    },
-                    "threshold": {f"{k}node.reference": ref.value for k, ref in result.references.items()},
-                    "evidence": {
-                        "command": "group tests planned by clusterforge/certify/network/planner.py",
-                        "lines": [
-                            f"round {r.round} {r.purpose}: {' '.join(r.nodes)}: "
-                            f"{'no result' if r.figure is None else f'{r.figure:g} GB/s'} ({r.state})"
-                            for r in tests
-                        ],
-                    },
-                }
-            ],
-        }
-        write_atomic(
-            self.ctx.paths.reports / name / "network-report.json", json.dumps(report, indent=2) + "\n"
+        """The node's network verdict as ``network-report.json``, through the report model."""
+        report = network_report(
+            name,
+            profile=self.suite,
+            run_id=self.run_id,
+            started=started,
+            finished=utc_stamp(),
+            check=check,
+            passed=verdict.passed,
+            summary=verdict.note if verdict.passed else verdict.first_failure[1],
+            records=log.records,
+            references=result.references,
         )
+        report.write(self.ctx.paths.reports / name / "network-report.json")

@@ -2,7 +2,7 @@
 
 The machine id is the provider's (container id, EC2 instance id). GPU ids come from the node's
 last report: any ``GPU-<uuid>`` (nvidia-smi's UUID form, e.g. ``GPU-8a1b...``) or ``serial
-<digits>`` in the ``gpu-inventory`` check's evidence lines or string metrics. Where the check
+<digits>`` in the ``gpu-inventory`` check's evidence lines. Where the check
 records neither (a node without GPUs, or a validators release that does not print them) the
 identity has no GPUs and says nothing about them.
 
@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from clusterforge.journal import Journal, now_iso, stack_dir, write_atomic
+from clusterforge.node.report_model import CheckResult, NodeReport, ReportError
 
 INVENTORY_CHECK = "gpu-inventory"
 FAILED_GPUS = "failed_gpus"
@@ -34,35 +36,30 @@ def fresh_journal(stack: str) -> Journal:
     return Journal(stack, stack_dir(stack).parent)
 
 
-def gpu_ids(report: dict[str, Any]) -> list[str]:
-    """GPU UUIDs and serials named by the report's gpu-inventory check, in order, once each."""
+def gpu_ids(checks: Iterable[CheckResult]) -> list[str]:
+    """GPU UUIDs and serials named by the gpu-inventory check's evidence, in order, once each."""
     found: list[str] = []
-    for check in report.get("checks") or []:
-        if not isinstance(check, dict) or check.get("id") != INVENTORY_CHECK:
+    for check in checks:
+        if check.id != INVENTORY_CHECK:
             continue
-        evidence = check.get("evidence") or {}
-        texts = [str(x) for x in (evidence.get("lines") or [])] if isinstance(evidence, dict) else []
-        for metric in (check.get("metrics") or {}).values():
-            if isinstance(metric, dict) and isinstance(metric.get("value"), str):
-                texts.append(metric["value"])
-        for text in texts:
+        for text in check.evidence.lines:
             found += _UUID.findall(text)
             found += [f"serial {s}" for s in _SERIAL.findall(text)]
     return list(dict.fromkeys(found))
 
 
-def read_report(path: str) -> dict[str, Any]:
+def report_gpus(path: str) -> list[str]:
+    """The GPU ids of the report at ``path``; none when there is no readable report there."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        return gpu_ids(NodeReport.read(Path(path)).checks) if path else []
+    except ReportError:
+        return []
 
 
 def identity(journal: Journal, node: str) -> dict[str, Any]:
     """The node's identity as the journal knows it now: machine id and its report's GPU ids."""
     rec = journal.record(node)
-    return {"provider_id": rec.provider_id, "gpus": gpu_ids(read_report(rec.report)) if rec.report else []}
+    return {"provider_id": rec.provider_id, "gpus": report_gpus(rec.report)}
 
 
 def record_replacement(

@@ -77,10 +77,15 @@ class FakeRuns:
                             "id": "matmul-burnin",
                             "status": "pass" if fake.verdict == "pass" else "fail",
                             "summary": "11 GFLOP/s",
+                            "metrics": {"rate": {"value": 11, "unit": "GFLOP/s"}},
+                            "threshold": {},
+                            "evidence": {"command": None, "lines": []},
                         }
                     ]
+                    times = {"started": "2026-12-01T10:00:00Z", "finished": "2026-12-01T10:01:00Z"}
+                    report = {"schema_version": 1, "node": "node-bake", "profile": "quick", **times}
                     out.joinpath("report.json").write_text(
-                        json.dumps({"verdict": fake.verdict, "profile": "quick", "checks": checks})
+                        json.dumps({**report, "verdict": fake.verdict, "checks": checks})
                     )
                 failures = {}
                 if playbook.name == fake.fail:

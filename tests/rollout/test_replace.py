@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
 from clusterforge.journal import Journal
+from clusterforge.node.report_model import NodeReport
 from clusterforge.providers.base import Node, PlannedNode
 from clusterforge.rollout.identity import gpu_ids, record_replacement
 from clusterforge.rollout.replace import REPLACING_REASON, replace
@@ -110,15 +112,17 @@ def test_a_new_machine_is_configured_certified_admitted_and_journalled(replacing
 
 
 def test_gpu_ids_from_the_inventory_check_and_the_same_bad_gpu_handed_back(replacing: dict) -> None:
-    report = {
-        "checks": [
-            {"id": "gpu-inventory", "status": "pass",
-             "evidence": {"command": "nvidia-smi -q -x", "lines": [f"GPU 0 (00000000:53:00.0): NVIDIA H100 80GB HBM3 {UUID_A}",
-                                                                  "GPU 1 serial number: 1654922001234"]}},
-            {"id": "gpu-health", "status": "pass", "evidence": {"lines": ["GPU-ffffffff-0000-1111-2222-333344445555"]}},
-        ]
-    }  # fmt: skip
-    assert gpu_ids(report) == [UUID_A, "serial 1654922001234"]
+    captured = json.loads(
+        (Path(__file__).resolve().parents[1] / "data/validators-report/local-quick.json").read_text()
+    )
+    entry = {"status": "pass", "summary": "ok", "metrics": {}, "threshold": {}}
+    report = {**captured, "checks": [
+        {**entry, "id": "gpu-inventory",
+         "evidence": {"command": "nvidia-smi -q -x", "lines": [f"GPU 0 (00000000:53:00.0): NVIDIA H100 80GB HBM3 {UUID_A}",
+                                                              "GPU 1 serial number: 1654922001234"]}},
+        {**entry, "id": "gpu-health", "evidence": {"command": None, "lines": ["GPU-ffffffff-0000-1111-2222-333344445555"]}},
+    ]}  # fmt: skip
+    assert gpu_ids(NodeReport.parse(report).checks) == [UUID_A, "serial 1654922001234"]
     journal = Journal(replacing["spec"].stack)
     old = {"provider_id": "i-0aaa", "gpus": [UUID_A]}
     record_replacement(

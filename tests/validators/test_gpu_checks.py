@@ -103,13 +103,16 @@ def test_a_lost_gpu_beside_readable_ones_fails_inventory_with_nvidia_smi_words()
 
 
 def test_gpu_inventory_names_each_gpus_uuid_and_serial_for_the_replaced_node_record() -> None:
+    from clusterforge.node.report_model import CheckResult
     from clusterforge.rollout.identity import gpu_ids
 
     text = captured("nvidia-smi", "q_545_h100_sxm_healthy.txt")
     result = run_check(GpuInventory(), make_context(one_gpu("H100"), FakeRunner({NVSMI: (0, text, "")})))
     assert result.status == "pass", result.summary
-    report = {"checks": [result.to_json()]}
-    assert gpu_ids(report) == ["GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1", "serial 1654123038646"]
+    assert gpu_ids([CheckResult.model_validate(result.to_json())]) == [
+        "GPU-10f35015-e921-bfab-2eb8-4e9b6664d5f1",
+        "serial 1654123038646",
+    ]
 
 
 def test_gpu_inventory_leaves_out_a_serial_the_board_does_not_have() -> None:
