@@ -28,6 +28,7 @@ from clusterforge.tasks.test_stages import (
 
 REPO = Path(__file__).resolve().parents[1]
 STATIC = "tests/integration/test_static_stack.py"  # its own nodes, judged by floors: beside the roles
+BAKED = "tests/integration/test_baked_image.py"  # its own builder and node, judged by nothing: beside them
 
 
 # One collection of everything (``-m ""``: no marker filter), each test with its markers as the
@@ -107,7 +108,7 @@ def test_the_phases_split_the_default_suite_exactly() -> None:
     shared = {
         t for n in names if n != "certification" for t in phases[n] if t.startswith("tests/integration/")
     }
-    assert shared and all(t.startswith(STATIC) for t in shared), sorted(shared)
+    assert shared and all(t.startswith((STATIC, BAKED)) for t in shared), sorted(shared)
 
 
 def test_the_selection_reader_follows_pytest() -> None:
