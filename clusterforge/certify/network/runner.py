@@ -362,7 +362,8 @@ def run_round(
     round_no = groups[0].round if groups else 0
     _, text, _ = head(["sh", "-c", CAT_ROUND, "sh", jobs.folder, str(round_no)])
     found = parse_cat(text)
-    said = {i: telling_lines(sections(text).get(path, "")) for i, path in outputs.items()}
+    parts = sections(text)  # once per round: per job it was the round's whole text again (jobs x text)
+    said = {i: telling_lines(parts.get(path, "")) for i, path in outputs.items()}
     figures: dict[TestGroup, float | None] = {}
     primary = jobs.collectives[0] if jobs.collectives else None
     judged: list[tuple[TestGroup, GroupRecord]] = []

@@ -528,3 +528,15 @@ def test_a_round_the_controller_was_away_for_judges_nobody() -> None:
         gr.run_isolation(head, planner, JOBS, CONFIGS, controller=Admission(head).check_controller,
                          clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert planner.records == []  # the round was not recorded: no node judged on it
+
+
+def test_a_rounds_read_back_is_split_once_not_once_per_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The round's text was split again for every job's output: jobs x text per round, the network
+    step's exponent 1.26 at 4,096 nodes (benchmarks/workstation_scale.py)."""
+    calls = []
+    real = gr.sections
+    monkeypatch.setattr(gr, "sections", lambda text: calls.append(1) or real(text))
+    head = DyingHead({"c": NCCL_ERR + "\n", "e": NCCL_ERR + "\n"})
+    gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d"), ("e", "f")), CONFIGS, gr.RunLog(),
+                 clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert len(calls) == 1
