@@ -30,7 +30,10 @@ from clusterforge.spec.loader import REPO_ROOT, load_spec, stack_path
 from clusterforge.spec.models import ClusterSpec
 from tests.fixtures.nodes import LocalStack, _free_cidr
 
-pytestmark = pytest.mark.integration
+# Opt-in (`long`): a bake converges the whole node software on a builder (minutes); the rehearsal of
+# 2026-12-02 failed its setup on a run id certify.yml refused (fixed since, with a unit test), and the
+# rest of it has not run since.
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 GPU_ROLES = ("nvidia_driver", "cuda_toolkit", "nccl", "efa", "fabric_manager", "dcgm", "container_runtime")
 

@@ -145,7 +145,9 @@ def test_a_branch_move_needs_the_old_branch_released(apt_root: AptRoot) -> None:
         # Released but kept, apt "upgrades" them to Ubuntu's transitional 570.211.01 packages (they
         # depend on 580): the old branch would stay installed and unmanaged.
         kept = apt_root.simulate(*(f"{p}=580.105.08-0ubuntu1" for p in new))
-        assert "Inst nvidia-kernel-common-570 [570.133.20-0ubuntu1] (570.211.01-0ubuntu1.22.04.1" in kept.stdout
+        assert (
+            "Inst nvidia-kernel-common-570 [570.133.20-0ubuntu1] (570.211.01-0ubuntu1.22.04.1" in kept.stdout
+        )
         # The role removes them (name- : apt-get's removal in the same transaction), then installs.
         moved = apt_root.simulate(*(f"{p}-" for p in released), *(f"{p}=580.105.08-0ubuntu1" for p in new))
         assert moved.returncode == 0, moved.stdout + moved.stderr

@@ -61,5 +61,7 @@ def test_a_build_made_against_another_mpi_is_rebuilt() -> None:
 
 def test_efa_runs_before_nccl_so_its_open_mpi_is_there_to_build_against() -> None:
     plays = yaml.safe_load((REPO / "playbooks" / "node_software.yml").read_text())
-    (roles,) = [[r["role"] for r in p["roles"]] for p in plays if "nccl" in [r["role"] for r in p.get("roles", [])]]
+    (roles,) = [
+        [r["role"] for r in p["roles"]] for p in plays if "nccl" in [r["role"] for r in p.get("roles", [])]
+    ]
     assert roles.index("efa") < roles.index("nccl")
