@@ -24,56 +24,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PLAY = [
-    {
-        "name": "The slurm role's checks and configuration",
-        "hosts": "all",
-        "gather_facts": False,
-        "tasks": [
-            {
-                "name": "Checks",
-                "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "preflight.yml"},
-            },
-            {
-                "name": "Configuration",
-                "ansible.builtin.include_role": {"name": "slurm", "tasks_from": "config.yml"},
-            },
-        ],
-    }
-]
-
-
-def slurm_vars(nodes: int, work: Path) -> dict[str, Any]:
-    names = [f"gpu-{i:04d}" for i in range(1, nodes + 1)]
-    return {
-        "slurm_cluster_name": "scale",
-        "slurm_controller_name": "head-001",
-        "slurm_controller_address": "10.0.32.4",
-        "slurm_munge_key_file": str(work / "munge.key"),
-        "slurm_nodes": [
-            {
-                "name": n,
-                "address": f"10.0.{i // 250}.{i % 250 + 1}",
-                "cpus": 192,
-                "real_memory_mb": 1900000,
-                "gpu_type": "h100",
-                "gpu_count": 8,
-                "gpu_files": "/dev/nvidia[0-7]",
-                "hold": True,
-            }
-            for i, n in enumerate(names)
-        ],
-        "slurm_partitions": [{"name": "batch", "nodes": names, "default": True}],
-        "slurm_topology_switches": [{"name": "leaf", "nodes": names}],
-        "slurm_node_role": "login",  # no daemon restart on this machine
-        "slurm_gres_autodetect": "off",
-    }
+# The play and the role's variables are the role scale test's (tests/roles/test_role_scale.py): every
+# node held here.
+sys.path.insert(0, str(ROOT))
+from tests.roles.test_role_scale import SLURM_PLAY, slurm_vars  # noqa: E402
 
 
 def run(roles: Path, work: Path, hosts: int, nodes: int) -> tuple[float, int]:
@@ -89,10 +48,10 @@ def run(roles: Path, work: Path, hosts: int, nodes: int) -> tuple[float, int]:
         yaml.safe_dump({"all": {"hosts": {f"gpu-{i:04d}": local for i in range(1, hosts + 1)}}})
     )
     (inventory.parent / "group_vars" / "all" / "slurm.yml").write_text(
-        yaml.safe_dump(slurm_vars(nodes, work))
+        yaml.safe_dump(slurm_vars(nodes, work, held_every=1))
     )
     playbook = work / "play.yml"
-    playbook.write_text(yaml.safe_dump(PLAY, sort_keys=False))
+    playbook.write_text(yaml.safe_dump(SLURM_PLAY, sort_keys=False))
     home = work / "ansible-home"
     start = time.perf_counter()
     result = ansible_runner.run(

@@ -37,7 +37,9 @@ def _tasks(path: Path) -> list[dict[str, Any]]:
     def walk(items: list[dict[str, Any]], inherited: bool) -> None:
         for task in items or []:
             once = inherited or bool(task.get("run_once"))
-            nested = [task.get(k) for k in ("block", "rescue", "always") if task.get(k)]
+            nested: list[list[dict[str, Any]]] = [
+                task[k] for k in ("block", "rescue", "always") if task.get(k)
+            ]
             if nested:
                 for part in nested:
                     walk(part, once)
@@ -157,7 +159,7 @@ def test_plays_with_run_once_roles_are_linear_and_the_rest_may_be_free() -> None
 
 # --- functional: the slurm role on control-machine hosts -----------------------------------
 
-PLAY = [
+SLURM_PLAY: list[dict[str, Any]] = [
     {
         "name": "The slurm role's checks and cluster-wide configuration",
         "hosts": "all",
@@ -176,7 +178,9 @@ PLAY = [
 ]
 
 
-def _slurm_vars(nodes: int, out: Path) -> dict[str, Any]:
+def slurm_vars(nodes: int, out: Path, held_every: int = 2) -> dict[str, Any]:
+    """The slurm role's variables for ``nodes`` GPU nodes (every ``held_every``-th held); also
+    benchmarks/role_scale.py's input."""
     names = [f"gpu-{i:04d}" for i in range(1, nodes + 1)]
     return {
         "slurm_cluster_name": "scale",
@@ -192,7 +196,7 @@ def _slurm_vars(nodes: int, out: Path) -> dict[str, Any]:
                 "gpu_type": "h100",
                 "gpu_count": 8,
                 "gpu_files": "/dev/nvidia[0-7]",
-                "hold": i % 2 == 0,
+                "hold": i % held_every == 0,
             }
             for i, n in enumerate(names)
         ],
@@ -227,13 +231,13 @@ def _run(work: Path, hosts: int, nodes: int) -> tuple[dict[str, int], list[dict[
             {
                 "all": {
                     "hosts": {f"gpu-{i:04d}": local for i in range(1, hosts + 1)},
-                    "vars": _slurm_vars(nodes, work),
+                    "vars": slurm_vars(nodes, work),
                 }
             }
         )
     )
     playbook = work / "play.yml"
-    playbook.write_text(yaml.safe_dump(PLAY, sort_keys=False))
+    playbook.write_text(yaml.safe_dump(SLURM_PLAY, sort_keys=False))
     home = work / "ansible-home"
     result = ansible_runner.run(
         private_data_dir=str(work),
@@ -289,7 +293,7 @@ def test_slurm_work_per_host_does_not_grow_with_the_node_list(tmp_path: Path) ->
 def test_slurm_checks_name_every_bad_node_at_once(tmp_path: Path) -> None:
     import ansible_runner
 
-    variables = _slurm_vars(4, tmp_path)
+    variables = slurm_vars(4, tmp_path)
     variables["slurm_nodes"][1]["name"] = "bad name"
     del variables["slurm_nodes"][2]["gpu_files"]
     inventory = tmp_path / "hosts.yml"
@@ -298,7 +302,9 @@ def test_slurm_checks_name_every_bad_node_at_once(tmp_path: Path) -> None:
         yaml.safe_dump({"all": {"hosts": {"gpu-0001": local, "gpu-0002": local}, "vars": variables}})
     )
     playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{**PLAY[0], "tasks": PLAY[0]["tasks"][:1]}], sort_keys=False))
+    playbook.write_text(
+        yaml.safe_dump([{**SLURM_PLAY[0], "tasks": SLURM_PLAY[0]["tasks"][:1]}], sort_keys=False)
+    )
     home = tmp_path / "ansible-home"
     result = ansible_runner.run(
         private_data_dir=str(tmp_path),
