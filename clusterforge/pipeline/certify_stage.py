@@ -1,20 +1,20 @@
 """The certify stage: hold -> single-node checks -> network check -> release or drain.
 
 1. Every node of the batch must be registered with Slurm; it is then held (maintenance
-   reservation, admission.py) so no user work lands on it while it is judged.
+   reservation, clusterforge/slurm/admission.py) so no user work lands on it while it is judged.
 2. Single-node checks: ``playbooks/certify.yml`` (Ansible) puts the node's NODE.json in place,
    runs the validators profile and fetches ``report.json``/``junit.xml`` into
    ``.clusterforge/<stack>/reports/<node>/``. Then every figure is judged against the fleet
    (fleet_stage.py: this command's nodes of the same type, else the stored baseline, else the
    floor); a figure too far under its reference fails the node with the evidence.
 3. Network check (network_stage.py): every node that passed must answer the controller
-   (liveness.py: its Slurm state, then a one-task probe job on it alone); one that does not fails
-   alone with that reason. Then rounds of pair tests planned by certify/isolate.py and run as
+   (clusterforge/slurm/liveness.py: its Slurm state, then a one-task probe job on it alone); one that does not fails
+   alone with that reason. Then rounds of pair tests planned by certify/network/planner.py and run as
    concurrent Slurm jobs in the hold, each with a deadline: a verdict per node and per link. A
    small batch borrows certified idle nodes as known-good partners.
 4. Verdict: pass -> leaves the hold (``idle``); fail -> DRAIN ``clusterforge: <check>: <line>``,
    whatever failed it: a check, the fleet, the network, or slurmd never registering or answering.
-   Both are batched: one release and one drain step for the whole batch (admission.py). A drain
+   Both are batched: one release and one drain step for the whole batch (clusterforge/slurm/admission.py). A drain
    the controller refused is said in the node's result and kept in the journal (section
    ``pending_drains``); every run drains those first.
 

@@ -1,9 +1,9 @@
 """The certify stage's network step: which node or link slows the fabric, as group tests.
 
 1. Every node that passed its single-node checks must answer the Slurm controller
-   (certify/liveness.py); one that does not fails alone, before any multi-node job.
-2. The planner (certify/isolate.py) plans rounds of pair tests; the runner
-   (certify/group_runner.py) runs each round's jobs concurrently in the hold. Up to two nodes
+   (clusterforge/slurm/liveness.py); one that does not fails alone, before any multi-node job.
+2. The planner (certify/network/planner.py) plans rounds of pair tests; the runner
+   (certify/network/runner.py) runs each round's jobs concurrently in the hold. Up to two nodes
    certified earlier and idle are lent as known-good partners when the batch is small.
 3. Each node gets the planner's verdict: pass, node fault, dead, flaky, or one end of a link
    fault (both nodes drained, the reason naming the link, unless the profile says to report
