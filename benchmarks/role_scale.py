@@ -93,6 +93,10 @@ def main() -> int:
     ap.add_argument("--base", default="", help="git revision whose roles/ run beside this tree's")
     args = ap.parse_args()
     sizes = [int(n) for n in args.nodes.split(",")]
+    if len(set(sizes)) < 2:
+        ap.error(
+            f"--nodes {args.nodes}: give two sizes or more (the growth exponent is a slope), e.g. 16,256"
+        )
     work = Path(tempfile.mkdtemp(prefix="cf-role-scale-"))
     trees = {"this tree": ROOT / "roles"}
     if args.base:
