@@ -29,17 +29,53 @@ def _esc(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def strip_plot(group: dict[str, Any], statuses: dict[str, str]) -> str:
-    """One metric: a dot per node on a value axis, the reference (solid) and the warn and fail
-    limits (dashed); dots of nodes that warned or failed are coloured and labelled."""
+def _axis(
+    group: dict[str, Any],
+) -> tuple[dict[str, float], dict[str, float | None], float, float] | None:
+    """A metric's node values, its reference and limits, and the value range that holds them all
+    (widened when every figure is the same); None without a value."""
     values = {str(n): v for n, raw in (group.get("values") or {}).items() if (v := num(raw)) is not None}
     if not values:
-        return ""
+        return None
     marks = {k: num(group.get(k)) for k in ("reference", "warn_at", "fail_at")}
     every = [*values.values(), *(m for m in marks.values() if m is not None)]
     lo, hi = min(every), max(every)
     if hi == lo:
         lo, hi = lo * 0.9 if lo else -1.0, hi * 1.1 if hi else 1.0
+    return values, marks, lo, hi
+
+
+_MARK_STYLES = {"reference": ("#333", ""), "warn_at": ("#d90", "4,3"), "fail_at": ("#b00", "4,3")}
+_MARK_LABELS = {"reference": "ref", "warn_at": "warn", "fail_at": "fail"}
+
+
+def _mark_lines(
+    marks: dict[str, float | None], x: Callable[[float], float], y1: float, y2: float
+) -> list[str]:
+    """The reference (solid) and the warn and fail limits (dashed) from ``y1`` to ``y2``, labelled above."""
+    parts = []
+    for key, value in marks.items():
+        if value is None:
+            continue
+        colour, dash = _MARK_STYLES[key]
+        label = _MARK_LABELS[key]
+        parts.append(
+            f"<line x1='{x(value):.1f}' y1='{y1}' x2='{x(value):.1f}' y2='{y2}' stroke='{colour}' "
+            f"stroke-dasharray='{dash}'><title>{label} {fmt_num(value)}</title></line>"
+        )
+        parts.append(
+            f"<text x='{x(value):.1f}' y='{y1 - 4}' text-anchor='middle' fill='{colour}'>{label}</text>"
+        )
+    return parts
+
+
+def strip_plot(group: dict[str, Any], statuses: dict[str, str]) -> str:
+    """One metric: a dot per node on a value axis, the reference (solid) and the warn and fail
+    limits (dashed); dots of nodes that warned or failed are coloured and labelled."""
+    axis = _axis(group)
+    if axis is None:
+        return ""
+    values, marks, lo, hi = axis
     span = hi - lo
 
     def x(v: float) -> float:
@@ -50,17 +86,7 @@ def strip_plot(group: dict[str, Any], statuses: dict[str, str]) -> str:
     parts.append(f"<line x1='{PAD}' y1='40' x2='{WIDTH - PAD}' y2='40' stroke='#999'/>")
     for v in (lo, hi):
         parts.append(f"<text x='{x(v):.1f}' y='58' text-anchor='middle'>{fmt_num(v)}</text>")
-    styles = {"reference": ("#333", ""), "warn_at": ("#d90", "4,3"), "fail_at": ("#b00", "4,3")}
-    for key, value in marks.items():
-        if value is None:
-            continue
-        colour, dash = styles[key]
-        label = {"reference": "ref", "warn_at": "warn", "fail_at": "fail"}[key]
-        parts.append(
-            f"<line x1='{x(value):.1f}' y1='16' x2='{x(value):.1f}' y2='48' stroke='{colour}' "
-            f"stroke-dasharray='{dash}'><title>{label} {fmt_num(value)}</title></line>"
-        )
-        parts.append(f"<text x='{x(value):.1f}' y='12' text-anchor='middle' fill='{colour}'>{label}</text>")
+    parts += _mark_lines(marks, x, 16, 48)
     for node, value in sorted(values.items()):
         status = statuses.get(node, "pass")
         colour = {"fail": "#b00", "warn": "#d90"}.get(status, "#16691a")
@@ -78,14 +104,10 @@ def histogram_plot(group: dict[str, Any], statuses: dict[str, str], bins: int = 
     """One metric over many nodes: how many nodes in each band of values (bars), the reference
     (solid) and the warn and fail limits (dashed); the bands holding warned or failed nodes are
     coloured. A dot per node stops being readable (and grows the page) past a few hundred."""
-    values = {str(n): v for n, raw in (group.get("values") or {}).items() if (v := num(raw)) is not None}
-    if not values:
+    axis = _axis(group)
+    if axis is None:
         return ""
-    marks = {k: num(group.get(k)) for k in ("reference", "warn_at", "fail_at")}
-    every = [*values.values(), *(m for m in marks.values() if m is not None)]
-    lo, hi = min(every), max(every)
-    if hi == lo:
-        lo, hi = lo * 0.9 if lo else -1.0, hi * 1.1 if hi else 1.0
+    values, marks, lo, hi = axis
     span = hi - lo
     width = (hi - lo) / bins
     counts = [0] * bins
@@ -119,20 +141,7 @@ def histogram_plot(group: dict[str, Any], statuses: dict[str, str], bins: int = 
     parts.append(f"<line x1='{PAD}' y1='{base}' x2='{WIDTH - PAD}' y2='{base}' stroke='#999'/>")
     for v in (lo, hi):
         parts.append(f"<text x='{x(v):.1f}' y='{base + 16}' text-anchor='middle'>{fmt_num(v)}</text>")
-    styles = {"reference": ("#333", ""), "warn_at": ("#d90", "4,3"), "fail_at": ("#b00", "4,3")}
-    for key, mark in marks.items():
-        if mark is None:
-            continue
-        value = mark
-        colour, dash = styles[key]
-        label = {"reference": "ref", "warn_at": "warn", "fail_at": "fail"}[key]
-        parts.append(
-            f"<line x1='{x(value):.1f}' y1='{top - 4}' x2='{x(value):.1f}' y2='{base}' stroke='{colour}' "
-            f"stroke-dasharray='{dash}'><title>{label} {fmt_num(value)}</title></line>"
-        )
-        parts.append(
-            f"<text x='{x(value):.1f}' y='{top - 8}' text-anchor='middle' fill='{colour}'>{label}</text>"
-        )
+    parts += _mark_lines(marks, x, top - 4, base)
     parts.append(
         f"<text x='{WIDTH - PAD}' y='{height - 4}' text-anchor='end'>{len(values)} nodes; the tallest band holds {tallest}</text>"
     )
