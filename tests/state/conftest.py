@@ -10,7 +10,6 @@ serialising moto's object writes and deletes: a race test then fails only for ou
 from __future__ import annotations
 
 import functools
-import socket
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ import pytest
 
 from clusterforge.state.backend import Backend
 from clusterforge.state.fsdir import DirectoryBackend
+from tests.fixtures.aws import running_moto
 
 BUCKET = "cf-state-test"
 
@@ -50,21 +50,15 @@ def _atomic(method: Callable[..., Any], lock: threading.Lock) -> Callable[..., A
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[str]:
     from moto.s3.responses import S3Response
-    from moto.server import ThreadedMotoServer
 
     lock = threading.Lock()
     saved = {name: getattr(S3Response, name) for name in ("put_object", "delete_object")}
     for name, method in saved.items():
         setattr(S3Response, name, _atomic(method, lock))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        with running_moto() as url:
+            yield url
     finally:
-        server.stop()
         for name, method in saved.items():
             setattr(S3Response, name, method)
 
