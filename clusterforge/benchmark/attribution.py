@@ -12,7 +12,9 @@ Rules, in order, for one run (one node count):
 The line also gives the scaling efficiency against one node, and how much the limiting part
 grew from the single-node run where there is one, e.g.
 ``at 4 nodes, exposed communication is 31 % of the step (0.12 s, +0.11 s from 1 node); efficiency 0.72``.
-The run's verdict is the limit at its largest node count.
+An efficiency above ``SUPERLINEAR`` says so: more nodes cannot make a rank faster than it ran
+alone, so the single-node reference was slowed (a busy host, a cold cache) and the figure is not
+one to compare or gate on. The run's verdict is the limit at its largest node count.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ from dataclasses import dataclass
 from clusterforge.benchmark.breakdown import LABELS, PARTS, TrainPoint
 
 LIMIT_SHARE = 0.15
+SUPERLINEAR = 1.05  # efficiency over this: the 1-node reference ran slow (noise), not a faster rank
+
+
+def _efficiency(point: TrainPoint) -> str:
+    if point.efficiency is None or point.nodes <= 1:
+        return ""
+    text = f"; efficiency {point.efficiency:.2f}"
+    if point.efficiency > SUPERLINEAR:
+        text += " (above 1: the 1-node reference ran slower per rank, e.g. on a busy host; re-run before comparing)"
+    return text
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,7 @@ def _growth(point: TrainPoint, base: TrainPoint | None, part: str) -> str:
 def limit_of(point: TrainPoint, base: TrainPoint | None = None, limit_share: float = LIMIT_SHARE) -> Limit:
     b = point.breakdown
     where = f"at {point.nodes} node{'s' if point.nodes != 1 else ''}"
-    eff = f"; efficiency {point.efficiency:.2f}" if point.efficiency is not None and point.nodes > 1 else ""
+    eff = _efficiency(point)
     slow = point.slow_rank
     if slow is not None:
         part = slow.cause
