@@ -791,9 +791,9 @@ def test_fleet_rule_overrides_are_checked(tmp_path: Path) -> None:
         pct.findings, "threshold-overrides", "certification.profiles.local.thresholds.fleet.fail_gap_pct"
     )
     assert "0 < value < 100 (got 140" in finding.message
-    # local's catalogue fail gap is 60 %: a warn gap of 70 would never warn before failing
+    # local's catalogue fail gap is 25 %: a warn gap of 70 would never warn before failing
     order = check_file(variant(tmp_path, "local", append="      thresholds: {fleet.warn_gap_pct: 70}\n"))
     finding = only(
         order.findings, "threshold-overrides", "certification.profiles.local.thresholds.fleet.warn_gap_pct"
     )
-    assert "must be under the fail gap 60 %" in finding.message
+    assert "must be under the fail gap 25 %" in finding.message

@@ -245,7 +245,7 @@ def test_a_baseline_of_other_software_versions_is_not_applied_unless_the_profile
 def test_a_profile_override_moves_the_gaps() -> None:
     reports = {f"n{i}": report(f"n{i}", matmul=[MATMUL]) for i in range(5)}
     reports["slow"] = report("slow", matmul=[MATMUL * 0.3])  # 70 % under
-    assert matmul(judge(reports), "slow").status == "fail"  # local's catalogue fail gap: 60 %
+    assert matmul(judge(reports), "slow").status == "fail"  # local's catalogue fail gap: 25 %
     j = judge(reports, overrides={"local": {"fleet.matmul-burnin.rate.fail_gap_pct": 80}})
     m = matmul(j, "slow")
     assert m.status == "warn"
@@ -255,7 +255,7 @@ def test_a_profile_override_moves_the_gaps() -> None:
 
 
 def test_a_metric_with_its_own_catalogue_gaps() -> None:
-    # local's shared-disk storage rates are judged at 90 % (catalogue), matmul at 60 %
+    # local's shared-disk storage rates are judged at 90 % (catalogue), matmul at 25 %
     def with_write(node: str, rate: float) -> dict:
         return report(node, write=rate)
 
