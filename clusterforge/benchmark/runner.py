@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from clusterforge.benchmark.jobs import PENDING_S, JobSet, sbatch_argv
 from clusterforge.benchmark.outcome import JobOutput
-from clusterforge.certify.network.runner import WRITE_FILES  # {path: text} on stdin -> files
+from clusterforge.certify.network.jobs import WRITE_FILES  # {path: text} on stdin -> files
 
 HeadRun = Callable[..., tuple[int, str, str]]
 

@@ -3,7 +3,7 @@ and the network's group tests (busbw against group size, busbw against message s
 size, each group's figure), as values for the templates (html.py).
 
 Reads what the certify stage writes beside the node reports: ``reports/fleet.json``
-(pipeline/fleet_stage.py) and ``reports/network-groups.json`` (certify/network/runner.py). The
+(pipeline/fleet_stage.py) and ``reports/network-groups.json`` (certify/network/rounds.py). The
 plots are inline SVG drawn here and in svg.py, every string from a node through ``html.escape``;
 they enter the templates as Markup. No scripts.
 """
@@ -202,7 +202,7 @@ def fleet_view(
 def scaling_charts(groups: list[Any]) -> tuple[list[Markup], dict[str, Any] | None]:
     """Two inline SVG line charts, side by side: the median busbw against the group size (node
     count), and against the message size (log2 x) with one line per group size, each point the
-    median over that size's groups (curves from rank 0's report, certify/network/runner.py); and
+    median over that size's groups (curves from rank 0's report, certify/network/rounds.py); and
     the numbers behind the second (group sizes down, message sizes across)."""
     sizes = median_curves(groups)
     if not sizes:

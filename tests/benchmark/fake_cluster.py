@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clusterforge.benchmark.runner import READ_FOLDER
-from clusterforge.certify.network.runner import WRITE_FILES
+from clusterforge.certify.network.jobs import WRITE_FILES
 from clusterforge.providers.base import Node
 from tests.benchmark.steps import step
 

@@ -20,7 +20,7 @@ from clusterforge.catalog.hardware import (
     line_rate_per_direction,
     read_hardware,
 )
-from clusterforge.certify.network.runner import PAIR_ALGORITHM
+from clusterforge.certify.network.jobs import PAIR_ALGORITHM
 from clusterforge.strict_yaml import DuplicateKeyError
 
 HW = load_hardware()

@@ -181,7 +181,7 @@ def test_a_profile_naming_a_collective_twice_is_refused(tmp_path: Path) -> None:
 def test_a_gpu_group_members_node_json_lets_nccl_multi_node_start_its_ranks() -> None:
     # Before, the network stage rendered no nccl.launcher, and nccl-multi-node refuses peers without
     # one: every GPU group job would have failed "lists peers but no nccl.launcher".
-    from clusterforge.pipeline.network_stage import group_node_config
+    from clusterforge.certify.network.runner import group_node_config
     from validators.checks.nccl import launcher_argv
 
     spec, _ = load_spec(STACKS / "prod.yaml")

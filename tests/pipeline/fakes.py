@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 
-from clusterforge.certify.network import runner as group_runner
+from clusterforge.certify.network import jobs as group_jobs
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, no_progress
 from clusterforge.slurm import admission, liveness
 from clusterforge.slurm.parse import expand_hostlist
@@ -159,14 +159,14 @@ class FakeSlurm:
             return self._update_nodes(args["NodeName"], args["State"], args.get("Reason", ""))
         if argv[0] in ("mkdir", "scancel", "squeue"):  # squeue: every group job has finished
             return 0, "", ""
-        if argv[:2] == ["python3", "-c"] and argv[2] == group_runner.WRITE_FILES:
+        if argv[:2] == ["python3", "-c"] and argv[2] == group_jobs.WRITE_FILES:
             self.files.update(json.loads(stdin or "{}"))
             return 0, "", ""
-        if argv[:3] == ["sh", "-c", group_runner.CAT_ROUND]:
+        if argv[:3] == ["sh", "-c", group_jobs.CAT_ROUND]:
             prefix = f"{argv[4]}/r{argv[5]}-g"
             paths = sorted(p for p in self.files if p.startswith(prefix) and p.endswith("/report.json"))
             return 0, "".join(f"=== {p}\n{self.files[p]}\n" for p in paths), ""
-        if argv[:3] == ["python3", "-c", group_runner.SUBMIT]:
+        if argv[:3] == ["python3", "-c", group_jobs.SUBMIT]:
             argvs = json.loads(stdin or "[]")
             self.calls.extend(argvs)  # each sbatch the submitter ran on the head
             answers = [list(self._answer(a, None)) for a in argvs]

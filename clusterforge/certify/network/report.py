@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal, cast
 
 from clusterforge.certify.network.model import Reference
-from clusterforge.certify.network.runner import GroupRecord
+from clusterforge.certify.network.rounds import GroupRecord
 from clusterforge.node.report_model import CheckResult, Evidence, Measure, NodeReport, Profile
 
 UNIT = "GB/s"

@@ -10,7 +10,7 @@ import jsonschema
 
 from clusterforge.certify.network.model import Reference
 from clusterforge.certify.network.report import network_report
-from clusterforge.certify.network.runner import GroupRecord
+from clusterforge.certify.network.rounds import GroupRecord
 from clusterforge.node.report_model import NodeReport
 
 ROOT = Path(__file__).resolve().parents[3]

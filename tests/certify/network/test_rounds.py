@@ -1,4 +1,4 @@
-"""The group-test runner: a round's jobs at once, polled to a deadline, figures read back."""
+"""The group tests' rounds (rounds.py, jobs.py): jobs at once, polled to a deadline, figures read back."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from pathlib import Path
 import pytest
 
 from clusterforge.certify.network import figures
-from clusterforge.certify.network import runner as gr
+from clusterforge.certify.network import jobs as jb
+from clusterforge.certify.network import rounds as rd
 from clusterforge.certify.network.planner import Planner, TestGroup
 from clusterforge.slurm.parse import expand_hostlist
 
-JOBS = gr.GroupJobs(
+JOBS = jb.GroupJobs(
     "R1", "/shared", "quick", "clusterforge_cert", ["clusterforge-validators"], "gloo-allreduce", poll_s=0
 )
-CONFIGS = gr.NodeConfigs(lambda n: {"node": n}, lambda n: f"10.0.0.{sum(map(ord, n)) % 250}")
+CONFIGS = jb.NodeConfigs(lambda n: {"node": n}, lambda n: f"10.0.0.{sum(map(ord, n)) % 250}")
 
 
 class Head:
@@ -29,9 +30,9 @@ class Head:
 
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         self.calls.append(argv)
-        if argv[:3] == ["python3", "-c", gr.SUBMIT]:  # runs each sbatch it is given, on the head
+        if argv[:3] == ["python3", "-c", jb.SUBMIT]:  # runs each sbatch it is given, on the head
             return 0, json.dumps([list(self(a)) for a in json.loads(stdin or "[]")]), ""
-        if argv[:3] == ["python3", "-c", gr.WRITE_FILES]:
+        if argv[:3] == ["python3", "-c", jb.WRITE_FILES]:
             self.files.update(json.loads(stdin or "{}"))
             return 0, "", ""
         if argv == ["scontrol", "ping"]:
@@ -55,7 +56,7 @@ class Head:
         if argv[0] == "scancel":
             self.running = []
             return 0, "", ""
-        if argv[:3] == ["sh", "-c", gr.CAT_ROUND]:  # the round's reports, as the glob finds them
+        if argv[:3] == ["sh", "-c", jb.CAT_ROUND]:  # the round's reports, as the glob finds them
             prefix = f"{argv[4]}/r{argv[5]}-g"
             found = sorted(p for p in self.files if p.startswith(prefix) and p.endswith("/report.json"))
             outs = sorted(  # and each job's output (its tail) in a group's own folder
@@ -73,11 +74,11 @@ def groups(*pairs: tuple[str, str]) -> list[TestGroup]:
 
 
 def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
-    head, log, clock = Head(), gr.RunLog(), iter(range(0, 10**6, 1))
-    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
+    head, log, clock = Head(), rd.RunLog(), iter(range(0, 10**6, 1))
+    figures = rd.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                            clock=lambda: next(clock), sleep=lambda _: None)  # fmt: skip
     assert list(figures.values()) == [0.45, 0.45]
-    writes = [c for c in head.calls if c[:3] == ["python3", "-c", gr.WRITE_FILES]]
+    writes = [c for c in head.calls if c[:3] == ["python3", "-c", jb.WRITE_FILES]]
     assert len(writes) == 2  # one command for the nodes' configs, one for the groups' member lists
     # each node's NODE.json once, with each run's limit under the job's (issue 22)
     config = json.loads(head.files["/shared/.clusterforge/cert/R1/nodes/b.json"])
@@ -87,7 +88,7 @@ def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
         {"name": "a", "address": CONFIGS.address("a")},
         {"name": "b", "address": CONFIGS.address("b")},
     ]
-    assert len([c for c in head.calls if c[:3] == ["python3", "-c", gr.SUBMIT]]) == 1  # every sbatch in one
+    assert len([c for c in head.calls if c[:3] == ["python3", "-c", jb.SUBMIT]]) == 1  # every sbatch in one
     sbatch = [c for c in head.calls if c[0] == "sbatch"]
     assert len(sbatch) == 2 and all("--reservation=clusterforge_cert" in c for c in sbatch)
     assert {c[c.index("-J") + 1] for c in sbatch} == {"clusterforge-net-R1-r1"}
@@ -95,9 +96,9 @@ def test_a_round_runs_every_group_at_once_and_reads_rank0s_figure() -> None:
 
 
 def test_a_job_that_hangs_is_cancelled_at_the_deadline_and_gives_no_result() -> None:
-    head, log = Head(hang={"c"}), gr.RunLog()
+    head, log = Head(hang={"c"}), rd.RunLog()
     ticks = iter([0, 0, JOBS.deadline_s + 1, JOBS.deadline_s + 2])
-    figures = gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
+    figures = rd.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                            clock=lambda: next(ticks), sleep=lambda _: None)  # fmt: skip
     assert figures[groups(("a", "b"))[0]] == 0.45
     assert figures[groups(("c", "d"))[0]] is None  # never all nodes failed because one job did
@@ -106,8 +107,8 @@ def test_a_job_that_hangs_is_cancelled_at_the_deadline_and_gives_no_result() -> 
 
 
 def test_a_group_that_cannot_be_submitted_gives_no_result_with_the_reason() -> None:
-    head, log = Head(fail_submit={"a"}), gr.RunLog()
-    figures = gr.run_round(
+    head, log = Head(fail_submit={"a"}), rd.RunLog()
+    figures = rd.run_round(
         head, JOBS, groups(("a", "b")), CONFIGS, log, clock=lambda: 0, sleep=lambda _: None
     )
     assert list(figures.values()) == [None]
@@ -116,7 +117,7 @@ def test_a_group_that_cannot_be_submitted_gives_no_result_with_the_reason() -> N
 
 def test_the_planner_loop_ends_with_verdicts() -> None:
     head = Head()
-    result, log = gr.run_isolation(head, Planner(["a", "b", "c", "d"]), JOBS, CONFIGS,
+    result, log = rd.run_isolation(head, Planner(["a", "b", "c", "d"]), JOBS, CONFIGS,
                                    clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert all(v.ok for v in result.node_verdicts.values()), result.node_verdicts
     assert result.rounds >= 1 and len(log.records) == result.jobs
@@ -148,7 +149,7 @@ def test_parse_cat_keeps_missing_and_broken_files_apart() -> None:
 
 
 def test_gpu_pairs_run_one_launcher_with_the_ring_algorithm() -> None:
-    jobs = gr.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True)
+    jobs = jb.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True)
     argv = jobs.sbatch_argv(TestGroup(("n1", "n2"), 2, "confirm"), 0)
     assert "--export=ALL,NCCL_ALGO=Ring" in argv and not argv[-1].startswith("srun")
     assert "srun --ntasks-per-node=1" in JOBS.sbatch_argv(TestGroup(("a", "b"), 1, "screen"), 0)[-1]
@@ -156,7 +157,7 @@ def test_gpu_pairs_run_one_launcher_with_the_ring_algorithm() -> None:
 
 def test_gpu_group_jobs_take_whole_nodes_and_their_gpus() -> None:
     # One rank per GPU needs the nodes' CPUs and, with ConstrainDevices, their GPU devices.
-    jobs = gr.GroupJobs(
+    jobs = jb.GroupJobs(
         "R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, gpus_per_node=8
     )
     argv = jobs.sbatch_argv(TestGroup(("n1", "n2"), 2, "confirm"), 0)
@@ -166,10 +167,10 @@ def test_gpu_group_jobs_take_whole_nodes_and_their_gpus() -> None:
 
 
 def test_scaling_sizes_and_round() -> None:
-    assert gr.scaling_sizes(2) == [] and gr.scaling_sizes(3) == [3]
-    assert gr.scaling_sizes(20) == [4, 8, 16, 20]
-    head, log = Head(), gr.RunLog()
-    gr.run_scaling(head, JOBS, ["c", "a", "b"], CONFIGS, log, 4, clock=lambda: 0, sleep=lambda _: None)
+    assert rd.scaling_sizes(2) == [] and rd.scaling_sizes(3) == [3]
+    assert rd.scaling_sizes(20) == [4, 8, 16, 20]
+    head, log = Head(), rd.RunLog()
+    rd.run_scaling(head, JOBS, ["c", "a", "b"], CONFIGS, log, 4, clock=lambda: 0, sleep=lambda _: None)
     assert [(r.round, r.purpose, r.nodes, r.figure) for r in log.records] == [
         (4, "scale", ["a", "b", "c"], 0.45)
     ]
@@ -250,15 +251,15 @@ class CurveHead(Head):
 
 def test_each_group_keeps_its_curve_and_the_file_has_the_median_per_group_size(tmp_path: Path) -> None:
     scale = {("a", "b"): 1.0, ("c", "d"): 3.0, ("e", "f"): 2.0, ("a", "b", "c", "d"): 0.5}
-    head, log = CurveHead(scale), gr.RunLog()
+    head, log = CurveHead(scale), rd.RunLog()
     pairs = groups(("a", "b"), ("c", "d"), ("e", "f"))
-    gr.run_round(head, JOBS, pairs, CONFIGS, log, clock=lambda: 0, sleep=lambda _: None)
-    gr.run_round(head, JOBS, [TestGroup(("a", "b", "c", "d"), 2, "scale")], CONFIGS, log,
+    rd.run_round(head, JOBS, pairs, CONFIGS, log, clock=lambda: 0, sleep=lambda _: None)
+    rd.run_round(head, JOBS, [TestGroup(("a", "b", "c", "d"), 2, "scale")], CONFIGS, log,
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert [r.size for r in log.records] == [2, 2, 2, 4]
     assert log.records[1].curve[0] == [1048576.0, 0.3719 * 3]
     result = Planner(["a", "b"]).verdicts()
-    data = json.loads(gr.write_groups_file(tmp_path, "R1", result, log).read_text())
+    data = json.loads(rd.write_groups_file(tmp_path, "R1", result, log).read_text())
     assert data["groups"][3]["size"] == 4 and data["groups"][3]["curve"][-1] == [67108864.0, 0.3721 * 0.5]
     two, four = data["by_size"]
     assert (two["nodes"], two["groups"], four["nodes"], four["groups"]) == (2, 3, 4, 1)
@@ -303,8 +304,8 @@ class CollectivesHead(Head):
         return answer
 
 
-def nccl_jobs(collectives: tuple[str, ...]) -> gr.GroupJobs:
-    return gr.GroupJobs(
+def nccl_jobs(collectives: tuple[str, ...]) -> jb.GroupJobs:
+    return jb.GroupJobs(
         "R",
         "/s",
         "standard",
@@ -320,7 +321,7 @@ def nccl_jobs(collectives: tuple[str, ...]) -> gr.GroupJobs:
 def isolate_collectives(collectives: tuple[str, ...], slow: dict) -> tuple:
     nodes = [f"node-00{i}" for i in range(1, 9)]
     rules = IsolationRules(fail_gap=0.15, check="nccl-multi-node")
-    return gr.run_isolation(CollectivesHead(slow), Planner(nodes, rules=rules), nccl_jobs(collectives),
+    return rd.run_isolation(CollectivesHead(slow), Planner(nodes, rules=rules), nccl_jobs(collectives),
                             CONFIGS, clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
 
 
@@ -332,7 +333,7 @@ def test_only_alltoall_slow_on_one_node_fails_that_node_naming_alltoall(tmp_path
     assert line.startswith("nccl-multi-node: alltoall 3") and "GB/s with node-00" in line
     assert line.endswith(", 40 % under the reference 59.7 GB/s (2-node fleet median of 4)")
     assert collective_reason("nccl-multi-node", "node-001", log.records, 0.15) is None
-    data = json.loads(gr.write_groups_file(tmp_path, "R", result, log).read_text())
+    data = json.loads(rd.write_groups_file(tmp_path, "R", result, log).read_text())
     mine = [g for g in data["groups"] if "node-007" in g["nodes"]]
     assert mine and all(g["worst"]["collective"] == "alltoall" for g in mine)
     assert mine[0]["figures"]["all_reduce"] > 370  # its all_reduce alone would pass
@@ -374,7 +375,7 @@ NCCL3 = ("all_reduce", "all_gather", "alltoall")
 def test_the_job_outlives_the_suites_own_bound_on_its_runs() -> None:
     """Before: -t 10 while each of 3 nccl-tests runs could take the standard profile's 3600 s: Slurm
     killed the job first, no report.json was written and the group read as 'no report'."""
-    jobs = gr.GroupJobs(
+    jobs = jb.GroupJobs(
         "R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, collectives=NCCL3
     )
     config = jobs.member_config({"node": "a", "durations": {"burnin_seconds": 300}})
@@ -390,10 +391,10 @@ def test_the_job_outlives_the_suites_own_bound_on_its_runs() -> None:
 
 
 def test_efa_jobs_launch_with_the_open_mpi_environment_aws_uses() -> None:
-    efa = gr.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, efa=True)
+    efa = jb.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True, efa=True)
     wrap = efa.sbatch_argv(TestGroup(("n1", "n2"), 1, "screen"), 0)[-1]
     assert wrap.startswith("env 'OMPI_MCA_pml=^ucx' OMPI_MCA_btl=tcp,self PMIX_MCA_gds=hash v run ")
-    plain = gr.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True)
+    plain = jb.GroupJobs("R", "/s", "standard", "res", ["v"], "nccl-multi-node", one_launcher=True)
     assert plain.sbatch_argv(TestGroup(("n1", "n2"), 1, "screen"), 0)[-1].startswith("v run ")
 
 
@@ -424,8 +425,8 @@ NCCL_ERR = "gpu-003:1234:1290 [3] NCCL WARN NET/OFI Request error: Input/output 
 
 
 def test_a_job_that_left_no_report_records_what_its_output_said() -> None:
-    head, log = DyingHead({"c": "line 1\n" + NCCL_ERR + "\n" + TIME_LIMIT + "\n"}), gr.RunLog()
-    gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
+    head, log = DyingHead({"c": "line 1\n" + NCCL_ERR + "\n" + TIME_LIMIT + "\n"}), rd.RunLog()
+    rd.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     done, died = log.records
     assert done.state == "done" and done.output == []
@@ -434,23 +435,23 @@ def test_a_job_that_left_no_report_records_what_its_output_said() -> None:
         == f"no report: Slurm ended the job at its {JOBS.time_limit_min} min time limit ({TIME_LIMIT})"
     )
     assert died.output == [NCCL_ERR, TIME_LIMIT]
-    (cat,) = [c for c in head.calls if c[:3] == ["sh", "-c", gr.CAT_ROUND]]  # one read, by the round's glob
-    assert '"$1"/r"$2"-g*/job-*.out' in gr.CAT_ROUND and "tail -c 4096" in gr.CAT_ROUND
+    (cat,) = [c for c in head.calls if c[:3] == ["sh", "-c", jb.CAT_ROUND]]  # one read, by the round's glob
+    assert '"$1"/r"$2"-g*/job-*.out' in jb.CAT_ROUND and "tail -c 4096" in jb.CAT_ROUND
 
 
 def test_telling_lines_keep_the_errors_else_the_last_line() -> None:
-    assert gr.telling_lines("a\nb\n\n") == ["b"]
-    assert gr.telling_lines("x\n" + NCCL_ERR + "\ny\n") == [NCCL_ERR]
-    assert gr.no_report([], JOBS) == "no report"
+    assert jb.telling_lines("a\nb\n\n") == ["b"]
+    assert jb.telling_lines("x\n" + NCCL_ERR + "\ny\n") == [NCCL_ERR]
+    assert jb.no_report([], JOBS) == "no report"
 
 
 def test_with_several_collectives_a_dead_job_keeps_what_its_output_said() -> None:
-    head, log = DyingHead({"c": NCCL_ERR + "\n"}), gr.RunLog()
+    head, log = DyingHead({"c": NCCL_ERR + "\n"}), rd.RunLog()
     log.collectives = CollectiveReferences(NCCL3, {}, 0.15)
-    jobs = gr.GroupJobs(
+    jobs = jb.GroupJobs(
         "R1", "/shared", "quick", "res", ["v"], "nccl-multi-node", poll_s=0, collectives=NCCL3
     )
-    gr.run_round(head, jobs, groups(("a", "b"), ("c", "d")), CONFIGS, log,
+    rd.run_round(head, jobs, groups(("a", "b"), ("c", "d")), CONFIGS, log,
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert log.records[1].state == f"no report: {NCCL_ERR}"
 
@@ -468,15 +469,15 @@ class SizedHead(Head):
     def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
         self.stdin = max(self.stdin, len(stdin or ""))
         self.arg = max([self.arg, *(len(a) for a in argv)])
-        if argv[:3] == ["python3", "-c", gr.WRITE_FILES]:
+        if argv[:3] == ["python3", "-c", jb.WRITE_FILES]:
             self.written += len(stdin or "")
         return super().__call__(argv, stdin)
 
 
 def scaling_payload(count: int) -> SizedHead:
     head, names = SizedHead(), [f"gpu-{i:04d}" for i in range(count)]
-    big = gr.NodeConfigs(lambda n: {"node": n, "pins": ["x" * 2000]}, CONFIGS.address)
-    gr.run_scaling(head, JOBS, names, big, gr.RunLog(), 2, clock=lambda: 0, sleep=lambda _: None)
+    big = jb.NodeConfigs(lambda n: {"node": n, "pins": ["x" * 2000]}, CONFIGS.address)
+    rd.run_scaling(head, JOBS, names, big, rd.RunLog(), 2, clock=lambda: 0, sleep=lambda _: None)
     return head
 
 
@@ -486,16 +487,16 @@ def test_a_scaling_round_sends_each_node_once_and_one_member_list_per_group() ->
     assert large.written / small.written < 4.5
     assert large.arg < 1000 and large.arg <= small.arg + 8  # no argument grows with the nodes
     member_lists = [p for p in large.files if p.endswith("/members.json")]
-    assert len(member_lists) == len(gr.scaling_sizes(256))
+    assert len(member_lists) == len(rd.scaling_sizes(256))
     configs = [json.loads(t) for p, t in large.files.items() if "/nodes/" in p]
     assert len(configs) == 256 and not any("peers" in c for c in configs)
 
 
 def test_node_configs_go_in_bounded_commands(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(gr, "MAX_STDIN", 10_000)
+    monkeypatch.setattr(jb, "MAX_STDIN", 10_000)
     head = scaling_payload(64)
     assert head.stdin < 10_000 + 2_200  # one file past the bound at most
-    writes = [c for c in head.calls if c[:3] == ["python3", "-c", gr.WRITE_FILES]]
+    writes = [c for c in head.calls if c[:3] == ["python3", "-c", jb.WRITE_FILES]]
     assert len(writes) >= 64 * 2000 // 10_000
 
 
@@ -525,7 +526,7 @@ def test_a_round_the_controller_was_away_for_judges_nobody() -> None:
     head = DownHead(hang={"a"})
     planner = Planner(["a", "b", "c", "d"])
     with pytest.raises(ControllerError, match="is DOWN"):
-        gr.run_isolation(head, planner, JOBS, CONFIGS, controller=Admission(head).check_controller,
+        rd.run_isolation(head, planner, JOBS, CONFIGS, controller=Admission(head).check_controller,
                          clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert planner.records == []  # the round was not recorded: no node judged on it
 
@@ -534,9 +535,9 @@ def test_a_rounds_read_back_is_split_once_not_once_per_job(monkeypatch: pytest.M
     """The round's text was split again for every job's output: jobs x text per round, the network
     step's exponent 1.26 at 4,096 nodes (benchmarks/workstation_scale.py)."""
     calls = []
-    real = gr.sections
-    monkeypatch.setattr(gr, "sections", lambda text: calls.append(1) or real(text))
+    real = jb.sections
+    monkeypatch.setattr(rd, "sections", lambda text: calls.append(1) or real(text))
     head = DyingHead({"c": NCCL_ERR + "\n", "e": NCCL_ERR + "\n"})
-    gr.run_round(head, JOBS, groups(("a", "b"), ("c", "d"), ("e", "f")), CONFIGS, gr.RunLog(),
+    rd.run_round(head, JOBS, groups(("a", "b"), ("c", "d"), ("e", "f")), CONFIGS, rd.RunLog(),
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert len(calls) == 1
