@@ -258,6 +258,7 @@ def nccl_slurm() -> Any:
     """The fake head, its group jobs answering as nccl-multi-node does on a p5 pair or group: rank
     0's report carries each collective's busbw (the third node of every hundred is slow)."""
     from clusterforge.slurm.parse import expand_hostlist
+    from tests.fixtures.reports import check
     from tests.pipeline.fakes import FakeSlurm
 
     class NcclSlurm(FakeSlurm):
@@ -277,9 +278,7 @@ def nccl_slurm() -> Any:
                         "unit": "GB/s",
                     }
                     metrics[f"{label}.message_bytes"] = {"value": float(1 << 33), "unit": "B"}
-                report["checks"] = [
-                    {"id": "nccl-multi-node", "status": "pass", "summary": "ok", "metrics": metrics}
-                ]
+                report["checks"] = [check("nccl-multi-node", metrics=metrics)]
                 self.files[path] = json.dumps(report)
             return rc, out, err
 

@@ -21,6 +21,7 @@ from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Probl
 from clusterforge.slurm import admission, liveness
 from clusterforge.slurm.parse import expand_hostlist
 from clusterforge.spec.models import ClusterSpec
+from tests.fixtures import reports as fake_reports
 
 
 class FakeProvider:
@@ -223,13 +224,12 @@ class FakeSlurm:
         link = any(set(pair) <= set(nodes) for pair in self.slow_links)
         figure = 0.002 if slow or link else 0.45 + 0.001 * (len(self.jobs) % 5)
         for rank, name in enumerate(sorted(nodes)):
-            check: dict = {"id": "gloo-allreduce", "status": "pass", "summary": "ok"}
+            check = fake_reports.check("gloo-allreduce")
             if rank == 0:
-                check["metrics"] = {"busbw": {"value": figure, "unit": "GB/s"}}
+                check["metrics"] = fake_reports.measures({"busbw": figure})
                 if figure < 0.05:
                     check.update(status="fail", summary=f"busbw {figure} GB/s below 0.05 GB/s")
-            report = {"schema_version": 1, "node": name, "profile": "quick",
-                      "verdict": "pass" if check["status"] == "pass" else "fail", "checks": [check]}  # fmt: skip
+            report = fake_reports.report(name, [check])
             if name not in self.dead:
                 self.files[f"{folder}/{name}/report.json"] = json.dumps(report)
         return 0, f"{len(self.jobs)}\n", ""

@@ -60,9 +60,11 @@ from clusterforge.certify.network.jobs import (
 )
 from clusterforge.certify.network.planner import IsolationResult, Planner, TestGroup
 from clusterforge.journal import write_atomic
+from clusterforge.node.report_model import NodeReport, ReportError
 from clusterforge.waiting import wait_until
 
 GROUPS_FILE = "network-groups.json"
+REPORT_FIX = "fix: the validators on the node must write validators/report.schema.json (re-run configure)"
 
 
 @dataclass
@@ -85,10 +87,21 @@ class GroupRecord:
         self.size = self.size or len(self.nodes)
 
 
+@dataclass(frozen=True)
+class GroupReport:
+    """One member's report of one group test, read through the report model."""
+
+    round: int
+    group: tuple[str, ...]
+    report: NodeReport
+
+
 @dataclass
 class RunLog:
     records: list[GroupRecord] = field(default_factory=list)
-    reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node -> its group reports
+    reports: dict[str, list[GroupReport]] = field(default_factory=dict)  # node -> its group reports
+    # node -> why each of its group reports could not be read (file, key, bad value): never a pass
+    malformed: dict[str, list[str]] = field(default_factory=dict)
     collectives: CollectiveReferences | None = None  # set when several collectives are judged
     delivered: set[str] = field(default_factory=set)  # nodes whose NODE.json is on the shared fs
 
@@ -177,15 +190,25 @@ def run_round(
     judged: list[tuple[TestGroup, GroupRecord]] = []
     for i, group in enumerate(groups):
         folder = jobs.group_folder(group, i)
+        read: dict[str, NodeReport | str] = {}
         for node in group.nodes:
-            report = found.get(f"{folder}/{node}/report.json")
-            if report is not None:
-                log.reports.setdefault(node, []).append(
-                    {**report, "group": list(group.nodes), "round": group.round}
-                )
-        first = found.get(f"{folder}/{rank0(group)}/report.json")
+            path = f"{folder}/{node}/report.json"
+            if path in found:
+                read[node] = report = group_report(path, found[path])
+                if isinstance(report, NodeReport):
+                    log.reports.setdefault(node, []).append(GroupReport(group.round, group.nodes, report))
+                else:
+                    log.malformed.setdefault(node, []).append(report)
+        rank0_read = read.get(rank0(group))
+        first = rank0_read.to_json() if isinstance(rank0_read, NodeReport) else None
         figure, nbytes = group_figure(first, jobs.check, primary)
-        state = states.get(i) or ("done" if figure is not None else no_report(said.get(i, []), jobs))
+        state = states.get(i) or (
+            "done"
+            if figure is not None
+            else f"malformed report: {rank0_read}"
+            if isinstance(rank0_read, str)
+            else no_report(said.get(i, []), jobs)
+        )
         figures[group] = figure if i not in states else None
         curve = group_curve(first, jobs.check, primary) if figures[group] is not None else []
         record = GroupRecord(
@@ -202,6 +225,17 @@ def run_round(
     if any(f is None for f in figures.values()):
         controller()  # jobs that died with the controller give no report: not the nodes' fault
     return figures
+
+
+def group_report(path: str, data: dict[str, Any] | None) -> NodeReport | str:
+    """A group member's report as read back (``parse_cat``), or why it is not one: the file, the
+    key and the bad value, and the fix."""
+    try:
+        if data is None:
+            raise ReportError(f"{path}: unreadable report (not a JSON object)")
+        return NodeReport.parse(data, path)
+    except ReportError as exc:
+        return f"{exc}; {REPORT_FIX}"
 
 
 def _judge_collectives(

@@ -84,23 +84,21 @@ def node_verdict(
 
 
 def by_floor(name: str, why: str, log: RunLog, check: str) -> Verdict:
-    """No reference to judge against: the node's group tests' own floor checks decide."""
-    own = [
-        c
-        for r in log.reports.get(name, [])
-        for c in r.get("checks") or []
-        if isinstance(c, dict) and c.get("id") == check
-    ]
-    bad = [c for c in own if c.get("status") in ("fail", "error")]
-    if own and not bad:
+    """No reference to judge against: the node's group tests' own floor checks decide. A report
+    that could not be read is never a pass: its file, key and fix are the reason."""
+    own = [c for g in log.reports.get(name, []) for c in g.report.check(check)]
+    bad = [c for c in own if c.bad]
+    malformed = log.malformed.get(name, [])
+    if own and not bad and not malformed:
         return Verdict(name, True, note=f"judged against the floor only: {why}")
     # No report at all: what the jobs' own output said (NCCL's error, Slurm's time limit).
     said = [r.state for r in log.records if name in r.nodes and r.state.startswith("no report: ")]
-    detail = (
-        bad[0].get("summary")
-        if bad
-        else "no group test of this node reported" + (f" ({said[-1]})" if said else "")
-    )
+    if bad:
+        detail = bad[0].summary
+    elif malformed:
+        detail = f"a group report of this node is malformed: {malformed[-1]}"
+    else:
+        detail = "no group test of this node reported" + (f" ({said[-1]})" if said else "")
     return Verdict(name, False, [(check, f"{detail}; {why}")])
 
 

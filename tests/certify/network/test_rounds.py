@@ -12,6 +12,7 @@ from clusterforge.certify.network import jobs as jb
 from clusterforge.certify.network import rounds as rd
 from clusterforge.certify.network.planner import Planner, TestGroup
 from clusterforge.slurm.parse import expand_hostlist
+from tests.fixtures import reports as fake_reports
 
 JOBS = jb.GroupJobs(
     "R1", "/shared", "quick", "clusterforge_cert", ["clusterforge-validators"], "gloo-allreduce", poll_s=0
@@ -47,9 +48,12 @@ class Head:
                 self.running.append(job)
                 return 0, f"{job}\n", ""
             for rank, n in enumerate(sorted(nodes)):
-                metrics = {"busbw": {"value": 0.45, "unit": "GB/s"}, "message_bytes": {"value": 67108864}}
-                check = {"id": "gloo-allreduce", "status": "pass", "metrics": metrics if rank == 0 else {}}
-                self.files[f"{folder}/{n}/report.json"] = json.dumps({"node": n, "checks": [check]})
+                metrics = {
+                    "busbw": {"value": 0.45, "unit": "GB/s"},
+                    "message_bytes": {"value": 67108864, "unit": "B"},
+                }
+                check = fake_reports.check("gloo-allreduce", metrics=metrics if rank == 0 else {})
+                self.files[f"{folder}/{n}/report.json"] = json.dumps(fake_reports.report(n, [check]))
             return 0, f"{job};cluster\n", ""
         if argv[0] == "squeue":
             return 0, "\n".join(self.running), ""
@@ -299,8 +303,10 @@ class CollectivesHead(Head):
                     "unit": "GB/s",
                 }
                 metrics[f"{c}.{len(nodes)}node.message_bytes"] = {"value": 2**30, "unit": "B"}
-            check = {"id": "nccl-multi-node", "status": "warn", "metrics": metrics}
-            self.files[f"{folder}/{nodes[0]}/report.json"] = json.dumps({"node": nodes[0], "checks": [check]})
+            check = fake_reports.check("nccl-multi-node", "warn", metrics=metrics)
+            self.files[f"{folder}/{nodes[0]}/report.json"] = json.dumps(
+                fake_reports.report(nodes[0], [check])
+            )
         return answer
 
 
@@ -541,3 +547,30 @@ def test_a_rounds_read_back_is_split_once_not_once_per_job(monkeypatch: pytest.M
     rd.run_round(head, JOBS, groups(("a", "b"), ("c", "d"), ("e", "f")), CONFIGS, rd.RunLog(),
                  clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
     assert len(calls) == 1
+
+
+# -- group reports read through the report model (issue 25) --------------------------------------
+
+
+class MalformedHead(Head):
+    """Group c+d's rank 0 writes a report without ``profile`` (an old validators)."""
+
+    def __call__(self, argv: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+        answer = super().__call__(argv, stdin)
+        for path in [p for p in self.files if p.endswith("/c/report.json")]:
+            data = json.loads(self.files[path])
+            data.pop("profile", None)
+            self.files[path] = json.dumps(data)
+        return answer
+
+
+def test_a_malformed_group_report_is_named_and_the_other_groups_keep_their_figures() -> None:
+    head, log = MalformedHead(), rd.RunLog()
+    found = rd.run_round(head, JOBS, groups(("a", "b"), ("c", "d")), CONFIGS, log,
+                         clock=lambda: 0, sleep=lambda _: None)  # fmt: skip
+    assert list(found.values()) == [0.45, None]
+    state = log.records[1].state
+    assert state.startswith("malformed report: /shared/.clusterforge/cert/R1/groups/r1-g1/c/report.json")
+    assert "profile: Field required" in state and "fix: " in state
+    assert [g.report.node for n in "abd" for g in log.reports[n]] == ["a", "b", "d"]  # typed, kept
+    assert "c" not in log.reports and "profile" in log.malformed["c"][0]
