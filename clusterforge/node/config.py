@@ -38,7 +38,7 @@ _SOFTWARE = (
 # The gloo all_reduce of the network check (CPU path) listens here on the first node.
 GLOO_PORT = 29511
 # How nccl-multi-node starts its ranks inside a group test's Slurm job (the job has the whole nodes
-# and their GPUs, group_runner.GroupJobs): one task per GPU on every node of the job, wired up by
+# and their GPUs, certify/network/jobs.GroupJobs): one task per GPU on every node of the job, wired up by
 # PMIx, the way NCCL tests are launched under Slurm with an MPI build of nccl-tests (the nccl role
 # builds them with MPI=1). validators fills the {placeholders} (validators/SCHEMA.md nccl.launcher).
 GPU_GROUP_LAUNCHER = ("srun", "--nodes={nnodes}", "--ntasks-per-node={gpus_per_node}", "--mpi=pmix")

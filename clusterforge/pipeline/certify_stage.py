@@ -7,7 +7,7 @@
    ``.clusterforge/<stack>/reports/<node>/``. Then every figure is judged against the fleet
    (fleet_stage.py: this command's nodes of the same type, else the stored baseline, else the
    floor); a figure too far under its reference fails the node with the evidence.
-3. Network check (network_stage.py): every node that passed must answer the controller
+3. Network check (certify/network/runner.py): every node that passed must answer the controller
    (clusterforge/slurm/liveness.py: its Slurm state, then a one-task probe job on it alone); one that does not fails
    alone with that reason. Then rounds of pair tests planned by certify/network/planner.py and run as
    concurrent Slurm jobs in the hold, each with a deadline: a verdict per node and per link. A

@@ -41,7 +41,7 @@ _IGNORED = {
     ("checkpoint-restart", "plain_read_rate"),
 }
 
-# Multi-node checks: judged per link by the network localisation (clusterforge/pipeline/network_stage.py).
+# Multi-node checks: judged per link by the network localisation (clusterforge/certify/network/runner.py).
 _MULTI_NODE_CHECKS = {"nccl-multi-node"}
 
 _THROUGHPUT_UNIT = re.compile(r"^[A-Za-z]*(?:B|bit|FLOP|flop|op|sample|token|img|step)s?/s$")

@@ -1,6 +1,6 @@
 """One figure per group from several collectives (the GPU path: all_reduce, all_gather, alltoall).
 
-The planner (isolate.py) judges one figure per group against one reference per group size. A node
+The planner (planner.py) judges one figure per group against one reference per group size. A node
 whose alltoall is slow while its all_reduce is not must still fail, so the runner judges every
 collective of a group against that collective's own reference and hands the planner the worst:
 

@@ -1,4 +1,4 @@
-"""Judge every recorded group and say what is known about each node (pure; used by isolate.py).
+"""Judge every recorded group and say what is known about each node (pure; used by planner.py).
 
 The fault model (NVIDIA/nccl issue 325; REFERENCE.md): a node fault slows every group it is in; a
 link fault slows only groups holding both of its nodes. So one group that passes cleanly (within the

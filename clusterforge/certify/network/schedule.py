@@ -1,4 +1,4 @@
-"""Plan one round of disjoint groups from the evidence so far (pure; used by isolate.py).
+"""Plan one round of disjoint groups from the evidence so far (pure; used by planner.py).
 
 Every node is in at most one group per round (one Slurm job per group, run concurrently). Order of
 claims on the nodes: retests of link candidates first (both nodes must be free), then every node
