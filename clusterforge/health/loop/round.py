@@ -202,6 +202,7 @@ class Round:
             except AdmissionError as exc:
                 self.result.notes.append(str(exc))
                 self.log("submit-failed", node, why=str(exc))
+        self.result.sinfo = self.adm.nodes()  # the states the round left behind (metrics)
 
     def _adopt(self, jobs: dict[str, HealthJob]) -> None:
         for node, job in jobs.items():
