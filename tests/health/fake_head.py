@@ -6,7 +6,7 @@ state machine that keeps Slurm 22.05's rules (formats as captured in tests/data/
 - a node in a MAINT reservation takes only jobs of that reservation (sinfo ``maint`` / ``<state>$``);
 - preempt/partition_prio with PreemptMode=CANCEL: a pending job of a higher PriorityTier partition
   cancels the running job of a lower one on its node (GraceTime=0: at once, the batch script is killed
-  and writes nothing more), unless that job runs in a reservation (never preempted);
+  and writes nothing more); a job in a MAINT reservation is never preempted (no user job lands there);
 - the health partition is Hidden=YES: squeue shows its jobs only with ``--all``; AllowGroups=root:
   only root submits there; a job cancelled by preemption leaves the queue (squeue lists pending and
   running jobs only);
@@ -158,7 +158,7 @@ class FakeHead:
                 may_preempt = (
                     PARTITIONS[job.partition]["tier"] > PARTITIONS[other.partition]["tier"]
                     and PARTITIONS[other.partition]["preempt"] == "CANCEL"
-                    and not other.reservation  # a job in a reservation is never preempted
+                    and not other.reservation  # nothing of a user's reaches a MAINT reservation
                 )
                 if not may_preempt:
                     break

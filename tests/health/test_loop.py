@@ -129,11 +129,11 @@ def test_controller_lost_mid_round_pauses_without_failing_anyone(tmp_path: Path,
         head.controller_up = False
         return 1, "", "sbatch: error: Batch job submission failed: Unable to contact slurm controller\n"
 
-    head._sbatch = sbatch_then_down  # type: ignore[method-assign]
+    head._sbatch = sbatch_then_down
     result = round_(cfg, head, clock)
     assert result.paused.startswith("the controller stopped answering mid-round")
     assert not result.failed and not any(n["drain"] for n in head.nodes.values())
-    head._sbatch, head.controller_up = original, True  # type: ignore[method-assign]
+    head._sbatch, head.controller_up = original, True
 
 
 def test_fail_drain_recertify_and_return_only_on_a_pass(tmp_path: Path, clock: Clock) -> None:
@@ -279,10 +279,10 @@ def test_a_failure_recorded_before_a_kill_is_one_strike(tmp_path: Path, clock: C
     def die(*a: Any, **k: Any) -> None:
         raise Crash("killed between the strike and the verdict")
 
-    j.mark_failed = die  # type: ignore[method-assign]
+    j.mark_failed = die
     with pytest.raises(Crash):
         round_(cfg, head, clock, j)
-    j.mark_failed = original  # type: ignore[method-assign]
+    j.mark_failed = original
     round_(cfg, head, clock)
     assert len(Journal(cfg.stack, root=cfg.state_dir).section(HEALTH_STRIKES)) == 1
     assert head.nodes["node-001"]["drain"]

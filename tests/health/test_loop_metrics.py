@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from clusterforge.health.loop.__main__ import main, publish
@@ -38,7 +39,7 @@ def test_the_textfile_has_every_figure_and_the_rules_read_only_those(tmp_path: P
     publish(cfg, journal, round_(cfg, head, clock, journal), clock())
     text = (textfile / TEXTFILE).read_text()
     assert re.search(r'clusterforge_health_state_seconds\{node="node-002",state="checking"\} (\d+)', text)
-    seconds = int(re.search(r'state_seconds\{node="node-002",state="checking"\} (\d+)', text).group(1))  # type: ignore[union-attr]
+    seconds = int(re.search(r'state_seconds\{node="node-002",state="checking"\} (\d+)', text).group(1))
     assert 590 <= seconds <= 700  # the time in a state carries over between rounds
     rules = yaml.safe_load((ROOT / "roles/monitoring/files/clusterforge-health.rules.yml").read_text())
     (group,) = [g for g in rules["groups"] if g["name"] == "clusterforge-health-loop"]
@@ -57,7 +58,7 @@ def test_a_paused_round_says_so_in_the_textfile(tmp_path: Path) -> None:
     assert "clusterforge_health_paused 1" in (tmp_path / TEXTFILE).read_text()
 
 
-def test_a_bad_configuration_is_named_and_exits_1(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_configuration_is_named_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "health-loop.json"
     path.write_text(json.dumps({"stack": "t", "nodes": {}, "state_dir": str(tmp_path)}))
     assert main(["--config", str(path)]) == 1

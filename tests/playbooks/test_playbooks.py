@@ -108,6 +108,27 @@ def test_slurm_conf_declares_typed_gpu_gres_and_nodes(rendered: Path) -> None:
 
 
 @pytest.mark.slow
+def test_slurm_conf_without_the_health_loop_is_byte_for_byte_what_it_was(rendered: Path) -> None:
+    # Rendered from this inventory by the template before the health loop existed (commit 3f4bae1).
+    before = REPO / "tests" / "data" / "slurm" / "slurm-conf-static-example-health-off.txt"
+    assert (rendered / "slurm.conf").read_bytes() == before.read_bytes()
+
+
+@pytest.mark.slow
+def test_slurm_conf_with_the_health_loop_preempts_its_hidden_partition(tmp_path: Path) -> None:
+    lines = (_render(tmp_path, slurm_health_loop_enabled=True) / "slurm.conf").read_text().splitlines()
+    assert "PreemptType=preempt/partition_prio" in lines and "PreemptMode=CANCEL" in lines
+    assert (
+        "PartitionName=gpu Nodes=gpu-001,gpu-002 Default=YES MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF"
+        in lines
+    )
+    assert (
+        "PartitionName=health Nodes=gpu-001,gpu-002 Default=NO MaxTime=INFINITE State=UP Hidden=YES "
+        "AllowGroups=root PriorityTier=1 PreemptMode=CANCEL GraceTime=0" in lines
+    )
+
+
+@pytest.mark.slow
 def test_gres_conf_names_device_files(rendered: Path) -> None:
     gres = [line for line in (rendered / "gres.conf").read_text().splitlines() if not line.startswith("#")]
     assert gres == [

@@ -63,9 +63,9 @@ def loop_inputs(
         failed = rec.verdict == "fail"
         fail_at, fail_reason = (at, rec.reason) if failed else (None, "")
         for identity in node.identities:
-            s = latest.get(identity)
-            if s is not None and s.node == name and (fail_at is None or s.at > fail_at):
-                fail_at, fail_reason = s.at, s.reason
+            held = latest.get(identity)
+            if held is not None and held.node == name and (fail_at is None or held.at > fail_at):
+                fail_at, fail_reason = held.at, held.reason
         out.nodes.append(
             NodeHealth(
                 name=name,

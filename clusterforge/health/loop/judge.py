@@ -85,8 +85,8 @@ def read_outcomes(
             judgement = None
             for node in reports:
                 out[node] = Outcome(node, "pass", out[node].at, f"fleet judging not done: {exc}")
-        for node, verdict in judgement.nodes.items() if judgement else []:
-            if node in out and not verdict.passed:
-                check, line = verdict.failing[0]
+        for node, fleet_verdict in judgement.nodes.items() if judgement else []:
+            if node in out and not fleet_verdict.passed:
+                check, line = fleet_verdict.failing[0]
                 out[node] = Outcome(node, "fail", out[node].at, failure_reason(check, line), check)
     return out

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 Kind = Literal["active", "recertify"]
+KINDS: tuple[Kind, ...] = ("active", "recertify")
 JOB_PREFIX = "cf-health-"
 SQUEUE_FORMAT = "%i|%j|%T|%N"
 RC_FILE = "rc"  # written by the job's script when the validators exit by themselves
@@ -56,9 +57,11 @@ def parse_squeue(text: str) -> dict[str, HealthJob]:
             continue
         rest = parts[1][len(JOB_PREFIX) :]
         kind, _, node = rest.partition("-")
-        if kind not in ("active", "recertify") or not node:
+        if not node:
             continue
-        jobs[node] = HealthJob(parts[0].strip(), kind, node, parts[2].strip().upper())  # type: ignore[arg-type]
+        for known in KINDS:
+            if kind == known:
+                jobs[node] = HealthJob(parts[0].strip(), known, node, parts[2].strip().upper())
     return jobs
 
 
