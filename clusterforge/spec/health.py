@@ -41,7 +41,7 @@ class Strikes(_Strict):
 
 
 class ActiveChecks(_Strict):
-    """Scheduled checks on idle nodes (the scheduler's choice is built; the head-node timer is not yet)."""
+    """Scheduled checks on idle nodes, run by the health loop on the head node (docs/health.md)."""
 
     profile: str | None = Field(
         None, description="certification profile the scheduled check runs; unset: no scheduled checks"
