@@ -117,16 +117,18 @@ class FakeHead:
         assert match, f"the loop's batch script names no job folder: {job.script}"
         return Path(shlex.split(match.group(1))[0]) / job.id
 
-    def state_of(self, node: str) -> str:
+    def state_of(self, node: str, busy: set[str] | None = None) -> str:
         n = self.nodes[node]
-        running = any(j.state == "RUNNING" and j.node == node for j in self.jobs.values())
+        if busy is None:
+            busy = {j.node for j in self.jobs.values() if j.state == "RUNNING"}
+        running = node in busy
         if n["down"]:
             state = "down*"
         elif n["drain"]:
             state = "draining" if running else "drained"
         else:
             state = "allocated" if running else "idle"
-        if any(node in nodes for nodes in self.reservations.values()):
+        if any(node in nodes for nodes in self.reservations.values()):  # a few reservations, short lists
             state = "maint" if state == "idle" else state + "$"
         return state
 
@@ -187,14 +189,12 @@ class FakeHead:
         args = dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("-"))
         if argv[0] == "sinfo":
             assert argv[1:] == ["-h", "-N", "-o", "%N %T %E"], argv
-            return (
-                0,
-                "".join(
-                    f"{n} {self.state_of(n)} {self.nodes[n]['reason'] or 'none'}\n"
-                    for n in sorted(self.nodes)
-                ),
-                "",
+            busy = {j.node for j in self.jobs.values() if j.state == "RUNNING"}
+            rows = (
+                f"{n} {self.state_of(n, busy)} {self.nodes[n]['reason'] or 'none'}\n"
+                for n in sorted(self.nodes)
             )
+            return 0, "".join(rows), ""
         if argv[0] == "squeue":
             show_hidden = "--all" in argv or "-a" in argv
             part = argv[argv.index("-p") + 1] if "-p" in argv else None
