@@ -31,6 +31,7 @@ from clusterforge.health.loop.slurm import (
     scancel_argv,
     squeue_argv,
 )
+from clusterforge.health.loop.steplog import LOG_FILE, StepLog
 from clusterforge.health.plan import HealthPlan, health_plan
 from clusterforge.health.record import record_failure
 from clusterforge.health.state import HEALTH_STRIKES, epoch
@@ -38,10 +39,8 @@ from clusterforge.journal import Journal
 from clusterforge.slurm.admission import Admission, AdmissionError, ControllerError, Runner
 from clusterforge.slurm.parse import SinfoNode
 
-LOG = "health_loop_log"  # journal section: one entry per step, newest last
 REPLACE_REQUESTED = "replace_requested"  # node -> {at, identity, strikes, why}: the workstation replaces
 RMA_FLAGGED = "rma_flagged"  # node -> {at, identity, strikes, why}
-LOG_KEEP_DAYS = 30
 
 
 @dataclass
@@ -102,18 +101,12 @@ class Round:
         self.adm = Admission(run, reservation=config.reservation)
         self.store = store if store is not None else BaselineStore(config.stack, root=config.state_dir)
         self.result = RoundResult()
+        self.steps = StepLog(config.stack_dir / LOG_FILE)
 
     # -- journal ---------------------------------------------------------------------------
 
     def log(self, step: str, node: str = "", **detail: Any) -> None:
-        cutoff = self.now() - LOG_KEEP_DAYS * 86400
-
-        def recent(item: Any) -> bool:
-            at = epoch(str(item.get("at") or "")) if isinstance(item, dict) else None
-            return at is not None and at >= cutoff
-
-        entry = {"at": _iso(self.now()), "step": step, **({"node": node} if node else {}), **detail}
-        self.journal.append_to_section(LOG, entry, keep=recent)
+        self.steps.write({"at": _iso(self.now()), "step": step, **({"node": node} if node else {}), **detail})
 
     # -- Slurm -----------------------------------------------------------------------------
 
@@ -151,15 +144,18 @@ class Round:
     # -- the round -------------------------------------------------------------------------
 
     def execute(self) -> RoundResult:
-        down = self.adm.controller_problem()
-        if down:
-            return self._pause(down)
         try:
-            self._steps()
-        except ControllerError as exc:
-            return self._pause(f"the controller stopped answering mid-round ({exc})")
-        self.log("round", **{"summary": self.result.summary()})
-        return self.result
+            down = self.adm.controller_problem()
+            if down:
+                return self._pause(down)
+            try:
+                self._steps()
+            except ControllerError as exc:
+                return self._pause(f"the controller stopped answering mid-round ({exc})")
+            self.log("round", summary=self.result.summary())
+            return self.result
+        finally:
+            self.steps.close()
 
     def _pause(self, why: str) -> RoundResult:
         self.result.paused = why
