@@ -28,7 +28,8 @@ from typing import Any
 from clusterforge.slurm import admission
 from clusterforge.slurm.parse import compress_hostlist, expand_hostlist
 
-PARTITIONS = {"batch": {"tier": 10, "preempt": "OFF"}, "health": {"tier": 1, "preempt": "CANCEL"}}
+TIER = {"batch": 10, "health": 1}  # PriorityTier (roles/slurm: user partitions 10, health 1)
+PREEMPT_MODE = {"batch": "OFF", "health": "CANCEL"}
 HIDDEN = {"health"}
 
 
@@ -51,7 +52,7 @@ class Crash(Exception):
 
 
 def report(node: str, passed: bool = True, reason: str = "", rate: float | None = None) -> dict[str, Any]:
-    evidence = {"command": None, "lines": []}
+    evidence: dict[str, Any] = {"command": None, "lines": []}
     check: dict[str, Any] = {"id": "gpu-health", "status": "pass" if passed else "fail", "metrics": {},
                              "threshold": {}, "evidence": evidence,
                              "summary": "all GPUs healthy" if passed else reason}  # fmt: skip
@@ -144,7 +145,7 @@ class FakeHead:
     def _schedule(self) -> None:
         pending = sorted(
             (j for j in self.jobs.values() if j.state == "PENDING"),
-            key=lambda j: (-PARTITIONS[j.partition]["tier"], int(j.id)),
+            key=lambda j: (-TIER[j.partition], int(j.id)),
         )
         for job in pending:
             node = self.nodes.get(job.node)
@@ -158,8 +159,8 @@ class FakeHead:
             running = [j for j in self.jobs.values() if j.state == "RUNNING" and j.node == job.node]
             for other in running:
                 may_preempt = (
-                    PARTITIONS[job.partition]["tier"] > PARTITIONS[other.partition]["tier"]
-                    and PARTITIONS[other.partition]["preempt"] == "CANCEL"
+                    TIER[job.partition] > TIER[other.partition]
+                    and PREEMPT_MODE[other.partition] == "CANCEL"
                     and not other.reservation  # nothing of a user's reaches a MAINT reservation
                 )
                 if not may_preempt:
@@ -190,11 +191,11 @@ class FakeHead:
         if argv[0] == "sinfo":
             assert argv[1:] == ["-h", "-N", "-o", "%N %T %E"], argv
             busy = {j.node for j in self.jobs.values() if j.state == "RUNNING"}
-            rows = (
+            text = "".join(
                 f"{n} {self.state_of(n, busy)} {self.nodes[n]['reason'] or 'none'}\n"
                 for n in sorted(self.nodes)
             )
-            return 0, "".join(rows), ""
+            return 0, text, ""
         if argv[0] == "squeue":
             show_hidden = "--all" in argv or "-a" in argv
             part = argv[argv.index("-p") + 1] if "-p" in argv else None
