@@ -35,6 +35,20 @@ def epoch(text: str) -> float | None:
         return None
 
 
+def strike_entry(item: Any) -> Strike | None:
+    """One entry of the journal's ``health_strikes`` section; None without an identity or a time."""
+    at = epoch(str(item.get("at") or "")) if isinstance(item, dict) else None
+    if at is None or not item.get("identity"):
+        return None
+    return Strike(
+        str(item["identity"]),
+        str(item.get("node") or ""),
+        at,
+        str(item.get("reason") or ""),
+        str(item.get("check") or ""),
+    )
+
+
 @dataclass
 class HealthInputs:
     nodes: list[NodeHealth] = field(default_factory=list)
@@ -110,19 +124,11 @@ def read_inputs(
         if at is not None:
             strikes.append(Strike(gpu, str(info.get("node") or ""), at, str(info.get("reason") or "")))
     for item in sections.get(HEALTH_STRIKES) or []:
-        at = epoch(str(item.get("at") or ""))
-        if at is None or not item.get("identity"):
+        strike = strike_entry(item)
+        if strike is None:
             out.notes.append(f"{HEALTH_STRIKES}: entry without identity or time ignored: {item}")
             continue
-        strikes.append(
-            Strike(
-                str(item["identity"]),
-                str(item.get("node") or ""),
-                at,
-                str(item.get("reason") or ""),
-                str(item.get("check") or ""),
-            )
-        )
+        strikes.append(strike)
     out.strikes = dedupe(strikes)
     # A strike of the loop's own record on a node whose last verdict is a pass is newer history the
     # journal's verdict does not show: it makes the node failed again from that time.

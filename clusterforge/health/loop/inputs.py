@@ -16,28 +16,15 @@ from clusterforge.health.live import with_slurm
 from clusterforge.health.loop.config import LoopConfig
 from clusterforge.health.remediation import NodeHealth
 from clusterforge.health.scheduler import Candidate
-from clusterforge.health.state import HEALTH_STRIKES, HealthInputs, epoch
+from clusterforge.health.state import HEALTH_STRIKES, HealthInputs, epoch, strike_entry
 from clusterforge.health.strikes import Strike, dedupe
 from clusterforge.journal import NodeRecord
 from clusterforge.slurm.parse import SinfoNode
 
 
 def strikes_of(sections: Mapping[str, Any]) -> list[Strike]:
-    out = []
-    for item in sections.get(HEALTH_STRIKES) or []:
-        at = epoch(str(item.get("at") or "")) if isinstance(item, dict) else None
-        if at is None or not item.get("identity"):
-            continue
-        out.append(
-            Strike(
-                str(item["identity"]),
-                str(item.get("node") or ""),
-                at,
-                str(item.get("reason") or ""),
-                str(item.get("check") or ""),
-            )
-        )
-    return dedupe(out)
+    entries = (strike_entry(item) for item in sections.get(HEALTH_STRIKES) or [])
+    return dedupe([s for s in entries if s is not None])
 
 
 def loop_inputs(
