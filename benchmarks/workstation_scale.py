@@ -330,8 +330,8 @@ def _node_report(name: str, template: dict[str, Any], i: int) -> dict[str, Any]:
                 "rate_median": {"value": 795.0, "unit": "TFLOP/s"},
             }
             check["threshold"] = {
-                "matmul.tflops_min": {"value": 600.0},
-                "matmul.median_gap_pct": {"value": 5},
+                "matmul.tflops_min": {"value": 600.0, "unit": "TFLOP/s"},
+                "matmul.median_gap_pct": {"value": 5, "unit": "%"},
             }
         if check["id"] == "nccl-single-node":
             sizes = [float(1 << k) for k in range(20, 34)]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterforge.journal import write_atomic
+from clusterforge.node.report_model import NodeReport, ReportError
 from clusterforge.reports.html import PAGES_DIR_SUFFIX, render_run_html, render_run_pages
 from clusterforge.reports.summary import KIND_NETWORK, KIND_SINGLE
 
@@ -35,6 +36,10 @@ def _load(path: Path, node: str, kind: str) -> dict[str, Any]:
         return {"node": node, "missing": f"{path.name}: unreadable ({exc})"}
     if not isinstance(data, dict):
         return {"node": node, "missing": f"{path.name}: not a JSON object"}
+    try:  # the one typed report (node/report_model.py): a malformed one is named, key and value
+        data = NodeReport.parse(data, f"{node}/{path.name}").to_json()
+    except ReportError as exc:
+        return {"node": node, "missing": str(exc)}
     # The folder names the node (the pipeline fetched it there); a report naming another node is kept
     # under the folder's name so it cannot hide the node it was fetched for.
     if data.get("node") != node:

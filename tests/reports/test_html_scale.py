@@ -14,42 +14,50 @@ from typing import Any
 import pytest
 
 from clusterforge.reports import write_run_html
+from tests.fixtures.reports import check, report
 from clusterforge.reports.html import INLINE_NODES, NODES_PER_PAGE
 from tests.reports.test_html import parse
 
 RUN = "R1"
 
 
-def report(node: str, i: int, failing: bool) -> dict[str, Any]:
+def node_report(node: str, i: int, failing: bool) -> dict[str, Any]:
     rate = 40.0 + i % 7
     checks = [
-        {"id": "software-versions", "status": "pass", "summary": "all pinned"},
-        {
-            "id": "matmul-burnin",
-            "status": "fail" if failing else "pass",
-            "summary": f"{node}: 3 GFLOP/s <b>slow</b>" if failing else "ok",
-            "metrics": {"rate_device_0": {"value": rate, "unit": "GFLOP/s"}, "rate_median": {"value": rate}},
-            "threshold": {"matmul.cpu_gflops_min": {"value": 10.0}},
-        },
-        {
-            "id": "gloo-allreduce",
-            "status": "pass",
-            "metrics": {
-                "busbw": {"value": 0.45 - 0.001 * (i % 9), "unit": "GB/s"},
-                "message_bytes": {"value": 1 << 24},
+        check("software-versions", summary="all pinned"),
+        check(
+            "matmul-burnin",
+            "fail" if failing else "pass",
+            f"{node}: 3 GFLOP/s <b>slow</b>" if failing else "ok",
+            metrics={
+                "rate_device_0": {"value": rate, "unit": "GFLOP/s"},
+                "rate_median": {"value": rate, "unit": "GFLOP/s"},
             },
-            "series": {"busbw": {"points": [[1 << k, 0.02 * k] for k in range(20, 27)]}},
-        },
+            threshold={"matmul.cpu_gflops_min": {"value": 10.0, "unit": "GFLOP/s"}},
+        ),
+        check(
+            "gloo-allreduce",
+            metrics={
+                "busbw": {"value": 0.45 - 0.001 * (i % 9), "unit": "GB/s"},
+                "message_bytes": {"value": 1 << 24, "unit": "bytes"},
+            },
+            series={
+                "busbw": {
+                    "x_unit": "bytes",
+                    "y_unit": "GB/s",
+                    "points": [[1 << k, 0.02 * k] for k in range(20, 27)],
+                }
+            },
+        ),
     ]
-    return {"schema_version": 1, "node": node, "run_id": RUN, "verdict": "fail" if failing else "pass",
-            "profile": "quick", "instance_type": "local", "checks": checks}  # fmt: skip
+    return report(node, checks, run_id=RUN, instance_type="local")
 
 
 def write(folder: Path, count: int, failing: set[str]) -> list[str]:
     names = [f"gpu-{i:04d}" for i in range(1, count + 1)]
     for i, name in enumerate(names):
         (folder / name).mkdir(parents=True, exist_ok=True)
-        (folder / name / "report.json").write_text(json.dumps(report(name, i, name in failing)))
+        (folder / name / "report.json").write_text(json.dumps(node_report(name, i, name in failing)))
     # at least 250 figures (more than a strip plot draws as dots), whatever the node count
     values = {f"gpu-{i:04d}": 40.0 + i % 7 for i in range(1, max(count, 250) + 1)}
     fleet = {"groups": [{"metric": "matmul-burnin.rate", "instance_type": "local", "unit": "GFLOP/s", "values": values,

@@ -8,14 +8,14 @@ from pathlib import Path
 from clusterforge.node.report_model import NodeReport
 from clusterforge.node.reports import report_run_id
 from clusterforge.reports import read_reports, write_run_html
+from tests.fixtures.reports import check, report
 
 CAPTURED = Path(__file__).resolve().parents[1] / "data" / "validators-report" / "local-quick.json"
-PASS = {"schema_version": 1, "verdict": "pass", "checks": [{"id": "gloo-allreduce", "status": "pass"}]}
 
 
 def _write(folder: Path, name: str, run: str | None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    body = {**PASS, "node": folder.name, **({"run_id": run} if run else {})}
+    body = report(folder.name, [check("gloo-allreduce")], **({"run_id": run} if run else {}))
     (folder / name).write_text(json.dumps(body))
 
 
@@ -59,9 +59,9 @@ def test_the_page_shows_the_fleet_view_and_the_group_tests(tmp_path: Path) -> No
                     "reference": 46.5, "reference_kind": "fleet", "warn_at": 39.5, "fail_at": 30.2}],
         "notes": ["local: baseline not used: <script>"],
     }  # fmt: skip
-    report = json.loads((tmp_path / "node-002" / "report.json").read_text())
-    report["fleet"] = {"metrics": [{"metric": "matmul-burnin.rate", "status": "fail"}]}
-    (tmp_path / "node-002" / "report.json").write_text(json.dumps(report))
+    data = json.loads((tmp_path / "node-002" / "report.json").read_text())
+    data["fleet"] = {"metrics": [{"metric": "matmul-burnin.rate", "status": "fail"}]}
+    (tmp_path / "node-002" / "report.json").write_text(json.dumps(data))
     (tmp_path / "fleet.json").write_text(json.dumps(fleet))
     groups = {"run_id": "R2", "rounds": 2, "jobs": 3, "problem": None, "links": [],
               "groups": [{"round": 1, "purpose": "screen", "nodes": ["node-001", "node-002"], "figure": 0.002,
@@ -76,3 +76,15 @@ def test_the_page_shows_the_fleet_view_and_the_group_tests(tmp_path: Path) -> No
     assert "<section id='network'>" in html and "node-001 + node-002" in html and "no result" in html
     other = write_run_html(tmp_path, tmp_path / "o.html", stack="s", run_ids=dict.fromkeys(run_ids, "R3"))
     assert "<section id='network'>" not in other.read_text()  # another run's group tests are not shown
+
+
+def test_a_malformed_report_shows_as_no_report_naming_its_key_and_hides_no_other(tmp_path: Path) -> None:
+    _write(tmp_path / "node-001", "report.json", "R2")
+    bad = report("node-002", [check("gloo-allreduce")], run_id="R2")
+    bad["checks"][0]["status"] = "great"  # not a status the schema knows
+    (tmp_path / "node-002").mkdir()
+    (tmp_path / "node-002" / "report.json").write_text(json.dumps(bad))
+    reports = {r["node"]: r for r in read_reports(tmp_path, ["node-001", "node-002"])}
+    assert "missing" not in reports["node-001"] and reports["node-001"]["verdict"] == "pass"
+    why = reports["node-002"]["missing"]
+    assert why.startswith("node-002/report.json: not a validators report") and "checks.0.status" in why, why
