@@ -31,7 +31,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -132,14 +132,23 @@ def test_a_node_at_two_thirds_of_its_share_is_drained_and_the_healthy_others_adm
 
 
 @contextmanager
-def nondeterministic_compute(stack: Stack, node: str) -> Iterator[None]:
-    """The burn-in's results differ between runs on ``node`` (validators/faults.py hook)."""
-    hook = "mkdir -p /etc/clusterforge/faults && echo 0 > /etc/clusterforge/faults/nondeterministic"
-    stack.node(node, "sh", "-c", hook)
+def fault_hook(stack: Stack, node: str, name: str, content: str = "") -> Iterator[None]:
+    """A validators/faults.py hook file on ``node`` for the block: ``nondeterministic`` (the burn-in's
+    results differ between runs), ``corrupt-checkpoint`` (the checkpoint reads back different)."""
+    path = f"/etc/clusterforge/faults/{name}"
+    stack.node(node, "sh", "-c", f"mkdir -p /etc/clusterforge/faults && printf '{content}' > {path}")
     try:
         yield
     finally:
-        stack.node(node, "rm", "-f", "/etc/clusterforge/faults/nondeterministic")
+        stack.node(node, "rm", "-f", path)
+
+
+def nondeterministic_compute(stack: Stack, node: str) -> AbstractContextManager[None]:
+    return fault_hook(stack, node, "nondeterministic", "0")
+
+
+def corrupted_checkpoint(stack: Stack, node: str) -> AbstractContextManager[None]:
+    return fault_hook(stack, node, "corrupt-checkpoint")
 
 
 @contextmanager
@@ -150,17 +159,6 @@ def hold_removed(stack: Stack, node: str) -> Iterator[None]:
         yield
     finally:
         stack.node(node, "apt-mark", "hold", "slurmd")
-
-
-@contextmanager
-def corrupted_checkpoint(stack: Stack, node: str) -> Iterator[None]:
-    """The checkpoint written on ``node`` reads back different (validators/faults.py hook)."""
-    hook = "mkdir -p /etc/clusterforge/faults && touch /etc/clusterforge/faults/corrupt-checkpoint"
-    stack.node(node, "sh", "-c", hook)
-    try:
-        yield
-    finally:
-        stack.node(node, "rm", "-f", "/etc/clusterforge/faults/corrupt-checkpoint")
 
 
 # What each fault's node must be drained with.
