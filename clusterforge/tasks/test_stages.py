@@ -5,16 +5,13 @@ server (unmarked), run on every core with pytest-xdist; `slow` starts real tool 
 containers (ansible-playbook, torch/gloo, a second Python, Pulumi programs, gpg); `integration`
 starts containers (`roles`, `containers`), and the certification suites on the shared local stack.
 
-The fast tier runs first, alone: a minute or two to know a change is good. The role tests and the
-other container tests run side by side next; they use loose floors or none. The certification
+The fast tier runs first, alone: a minute or two to know a change is good. The certification
 suites (tests/integration) judge every node's figures against the fleet and a stored baseline, so
-no other container may share the machine with them: another stack's nodes get the same guaranteed
-weight (providers/local/share.py), and a run beside other container suites, before nodes had
-shares, failed healthy nodes 70-87 % under their baseline. They leave much of the machine idle,
-though (each node is capped at its share, and a certification waits on Slurm and on its rounds), so
-the slow tier runs beside them, niced: it starts no container and takes only the CPU time the
-nodes and the workstation leave (nice 19 weighs 15 against a plain process's 1024 and a node's
-65536). That took the slow tier's ~20 CPU-minutes out of the container stage.
+whatever else shares the machine's cores is what they would measure (a run beside other container
+suites here failed healthy nodes 70-87 % under their baseline). Nothing else in the suite judges
+speed against peers: the slow tier, the role tests and the other container tests use loose floors
+or none, so they run side by side in the second stage, and the certification suites run alone
+after.
 """
 
 from __future__ import annotations
@@ -37,7 +34,6 @@ class Phase:
     args: tuple[str, ...]  # pytest arguments that select the tests: paths and the marker expression
     why: str
     workers: str = ""  # pytest-xdist's -n (e.g. "auto": one process per core); "" runs in-process
-    nice: int = 0  # the phase's niceness: >0 takes only the CPU time its stage's other phases leave
 
 
 FAST = "not integration and not slow and not long"
@@ -48,6 +44,8 @@ FAST = "not integration and not slow and not long"
 STAGES: tuple[tuple[Phase, ...], ...] = (
     (Phase("fast", ("tests", "-m", FAST), "no container, tool chain or server; every core", "auto"),),
     (
+        # Two workers: the tool chains wait on their processes as much as they compute.
+        Phase("slow", ("tests", "-m", "slow and not integration and not long"), "real tool chains", "2"),
         Phase(
             "roles", ("tests/roles", "-m", "integration and not long"), "the roles converged on containers"
         ),
@@ -61,16 +59,7 @@ STAGES: tuple[tuple[Phase, ...], ...] = (
         Phase(
             "certification",
             ("tests", "-m", "shared_stack and not long"),
-            "the shared local stack, judged against its fleet and baseline: the only containers",
-        ),
-        # Two workers: the tool chains wait on their processes as much as they compute. Niced: it
-        # runs on what the certification leaves idle (the module's docstring).
-        Phase(
-            "slow",
-            ("tests", "-m", "slow and not integration and not long"),
-            "real tool chains, niced beside the certification",
-            "2",
-            nice=19,
+            "the shared local stack, judged against its fleet and baseline: alone",
         ),
     ),
 )
@@ -101,9 +90,7 @@ SUMMARY = re.compile(r"^=+ (?P<counts>(\d+ [a-z]+(, )?)+|no tests ran) in [\d.]+
 def pytest_argv(python: str, phase: Phase, extra: Sequence[str]) -> list[str]:
     # Each phase keeps its own cache folder: two pytest processes writing one cache race.
     workers = ["-n", phase.workers] if phase.workers else []
-    nice = ["nice", "-n", str(phase.nice)] if phase.nice else []
     return [
-        *nice,
         python,
         "-m",
         "pytest",

@@ -315,7 +315,9 @@ class Collector:
             now = time.monotonic()
             if self.failed_at is not None and now - self.failed_at > COLLECT_AFTER_FAILURE_S:
                 break
-            if run_deadline is None and len(self.ready) + len(self.results) >= n:
+            # Every device ready or done, each counted once: a peer that was ready and then gave up
+            # waiting for a stuck device is in both (on a busy machine its wait can end first).
+            if run_deadline is None and len(self.ready.keys() | self.results.keys()) >= n:
                 run_deadline = now + self.args.seconds + self.args.setup_seconds
             if run_deadline is None and now > setup_deadline:
                 for i in range(n):
