@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from clusterforge.reports import write_run_html
-from tests.fixtures.reports import check, report
 from clusterforge.reports.html import INLINE_NODES, NODES_PER_PAGE
+from tests.fixtures.reports import check, report
 from tests.reports.test_html import parse
 
 RUN = "R1"
