@@ -151,3 +151,34 @@ def test_a_slow_stand_in_fails_against_the_node_median(tmp_path: Path) -> None:
     result, _ = burn(tmp_path, cfg_plan, devices=4)
     assert result.status == "fail"
     assert result.summary.startswith("device 2: ") and "below the node median" in result.summary
+
+
+class _Proc:
+    exitcode = None  # alive: the collector never reads a result off a dead worker here
+
+
+class _Barrier:
+    def abort(self) -> None:
+        pass
+
+
+def test_peers_that_gave_up_on_a_stuck_device_leave_it_stuck_in_setup_not_hung_in_the_run() -> None:
+    """On a busy machine (CI, 2026-12-05) the seven ready peers gave up waiting on the barrier before
+    the parent's setup deadline; counting them once as ready and once as done started the run clock,
+    and device 5 read "hung during the run" instead of "not ready" (the test above failed so)."""
+    import argparse
+    import queue
+    import threading
+
+    from validators.workloads.matmul import Collector
+
+    q: queue.Queue = queue.Queue()
+    for i in range(7):
+        q.put({"index": i, "ready": True})
+    for i in range(7):
+        q.put({"index": i, "stage": "setup", "after_peer": True, "error": "did not start: a peer failed"})
+    args = argparse.Namespace(setup_seconds=0.5, seconds=0.2)
+    collector = Collector([_Proc()] * 8, q, _Barrier(), threading.Event(), args)
+    collector.collect()
+    assert collector.results[7]["error"].startswith("not ready within 0.5 s"), collector.results[7]
+    assert collector.results[7]["stage"] == "setup"
