@@ -46,18 +46,8 @@ STAGES: tuple[tuple[Phase, ...], ...] = (
     (
         # Two workers: the tool chains wait on their processes as much as they compute.
         Phase("slow", ("tests", "-m", "slow and not integration and not long"), "real tool chains", "2"),
-        # The role tests in two processes: each waits on its converges (apt, Ansible, the engine)
-        # far more than it computes (load 1.2-2.8 in this stage, 2026-12-05), and the cluster's
-        # converge alone took 681 s of the one process's 1,442.
         Phase(
-            "cluster",
-            ("tests/roles/test_cluster_roles.py", "-m", "integration and not long"),
-            "the cluster roles (Slurm, munge, pyxis, shared storage) converged on a head and compute containers",
-        ),
-        Phase(
-            "roles",
-            ("tests/roles", "--ignore=tests/roles/test_cluster_roles.py", "-m", "integration and not long"),
-            "the GPU node roles converged on containers",
+            "roles", ("tests/roles", "-m", "integration and not long"), "the roles converged on containers"
         ),
         Phase(
             "containers",
