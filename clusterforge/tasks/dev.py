@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from invoke import Context, task
@@ -120,7 +123,15 @@ def lint(c: Context) -> None:
     ruff check, ruff format --check, mypy (pyproject's [tool.mypy], pydantic plugin), yamllint --strict (stacks/ roles/ playbooks/ clusterforge/data/
     .github/workflows/, config .yamllint), ansible-lint --profile production (roles/ playbooks/, when
     they hold any), and over .github/workflows/ actionlint and zizmor --offline.
-    Runs every step, then fails naming the ones that failed."""
+    Runs every step, side by side on the machine's cores (each step's output printed whole when it
+    ends, with its time), then fails naming the ones that failed."""
+    failed = [name for name, code in _run_side_by_side(lint_steps()) if code != 0]
+    if failed:
+        raise Exit(f"lint failed: {', '.join(failed)}", code=1)
+
+
+def lint_steps() -> list[tuple[str, str]]:
+    """(name, shell command) of each linter `invoke lint` runs, for what this tree holds."""
     steps: list[tuple[str, str]] = [
         ("ruff check", f"{_bin('ruff')} check ."),
         ("ruff format", f"{_bin('ruff')} format --check ."),
@@ -142,12 +153,32 @@ def lint(c: Context) -> None:
         # (unpinned actions, template injection, excessive permissions). --offline: no network.
         steps.append(("actionlint", f"{_bin('actionlint')} .github/workflows/*.yml"))
         steps.append(("zizmor", f"{_bin('zizmor')} --offline .github/workflows"))
-    failed = []
-    with c.cd(str(ROOT)):
-        for name, cmd in steps:
-            print(f"==> {name}", flush=True)
-            result = c.run(cmd, warn=True, pty=False)
-            if result is None or result.exited != 0:
-                failed.append(name)
-    if failed:
-        raise Exit(f"lint failed: {', '.join(failed)}", code=1)
+    return steps
+
+
+def _run_side_by_side(steps: list[tuple[str, str]]) -> list[tuple[str, int]]:
+    """Each (name, shell command) in ROOT, as many at once as there are cores: the steps are
+    independent, and mypy and ansible-lint each hold one core for minutes. Each step's output is
+    printed whole when it ends (never interleaved); returns (name, exit code) in step order."""
+
+    def one(cmd: str) -> tuple[int, str, float]:
+        started = time.monotonic()
+        done = subprocess.run(cmd, shell=True, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, errors="replace", check=False)  # fmt: skip
+        return done.returncode, done.stdout, time.monotonic() - started
+
+    codes: dict[str, int] = {}
+    workers = max(1, len(os.sched_getaffinity(0)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        # the two long ones first, so that they start at once and the short ones fill in beside them
+        first = sorted(steps, key=lambda step: step[0] not in ("mypy", "ansible-lint"))
+        running = {pool.submit(one, cmd): name for name, cmd in first}
+        for future in as_completed(running):
+            name = running[future]
+            code, output, seconds = future.result()
+            codes[name] = code
+            state = "ok" if code == 0 else f"FAILED (exit {code})"
+            print(f"==> {name}: {state} after {seconds:.0f} s", flush=True)
+            if output.strip():
+                print(output.rstrip(), flush=True)
+    return [(name, codes[name]) for name, _ in steps]
