@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,8 @@ def test_customise_makes_per_container_machine_id_and_keeps_debs(tmp_path: Path)
     assert (root / "etc/machine-id").read_text() == ""
     assert not (root / "var/lib/dbus/machine-id").exists()
     assert not (root / "etc/hostname").exists()
+    for timer in ("apt-daily.timer", "apt-daily-upgrade.timer", "man-db.timer"):  # no job wakes in a node
+        assert os.readlink(root / "etc/systemd/system" / timer) == "/dev/null", timer
     assert list((root / "var/lib/apt/lists").iterdir()) == [root / "var/lib/apt/lists/partial"]
     # Old enough that Ansible's `cache_valid_time` never takes the empty lists for a fresh update.
     assert (root / "var/lib/apt/lists").stat().st_mtime == 0

@@ -27,6 +27,23 @@ from clusterforge.providers.local.engine import Engine
 # Bump when the build steps below change the image (the files it writes are hashed anyway).
 RECIPE_VERSION = 3
 
+# The periodic jobs of Debian's base packages, masked on container nodes: a node's CPU share is its
+# accelerator, and a job that wakes during a certification (apt-daily's `apt-get update` fetches and
+# parses the archive's lists: seconds of CPU on a 0.5-CPU share) takes that share from the burn-in,
+# whose figure is then judged against a baseline measured without it. CI of 2026-12-05 drained a
+# healthy node re-certified alone at 39 % under its baseline (cause unproven; these timers fire at
+# random times within 12 h). A real GPU node's burn-in runs on the GPU, where they cost nothing.
+MASKED_TIMERS: tuple[str, ...] = (
+    "apt-daily.timer",
+    "apt-daily-upgrade.timer",
+    "dpkg-db-backup.timer",
+    "e2scrub_all.timer",
+    "fstrim.timer",
+    "man-db.timer",
+    "logrotate.timer",
+    "systemd-tmpfiles-clean.timer",
+)
+
 # What every node needs before the roles run: systemd as PID 1 (systemd, systemd-sysv, dbus),
 # Ansible's Python and apt modules (python3, python3-apt; python3-debian for deb822_repository),
 # and the basic tools roles and validators call. The roles install Slurm, munge, NVIDIA etc.
@@ -183,7 +200,8 @@ def image_tag(engine_name: str, suite: str, mirrors: Mirrors, packages: Iterable
     # The files written into the image are part of the recipe: editing them rebuilds the image.
     written = [APT_CONF, APT_CACHE_SCRIPT, image_sources(mirrors, suite)]
     recipe = "\n".join(
-        [str(RECIPE_VERSION), suite, mirrors.main, mirrors.security, *written, *sorted(set(packages))]
+        [str(RECIPE_VERSION), suite, mirrors.main, mirrors.security, *written, *MASKED_TIMERS]
+        + sorted(set(packages))
     )
     digest = hashlib.sha256(recipe.encode()).hexdigest()[:12]
     repo = "localhost/clusterforge-node" if engine_name == "podman" else "clusterforge-node"
@@ -206,6 +224,11 @@ def _customise(root: Path, mirrors: Mirrors, suite: str) -> None:
     (root / "etc/machine-id").write_text("")
     (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
     (root / "etc/hostname").unlink(missing_ok=True)  # the engine sets the hostname
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True, exist_ok=True)
+    for timer in MASKED_TIMERS:  # masked as `systemctl mask` does; also those a role installs later
+        (units / timer).unlink(missing_ok=True)
+        (units / timer).symlink_to("/dev/null")
     # Package lists and debootstrap's .debs are stale the day after: the roles run apt update.
     lists = root / "var/lib/apt/lists"
     for stale in lists.glob("*"):
