@@ -163,6 +163,19 @@ def share_cpus(stack: Stack, node: str) -> float:
     return node_shares(load_spec(stack.spec)[0])[node].cpus
 
 
+def assert_shares_and_baseline(stack: Stack) -> None:
+    """Each compute node runs with its share of the machine (providers/local/share.py), and the
+    certification recorded the fleet's baseline: the burn-in's and the 2-node network figures."""
+    from clusterforge.providers.local.nodes import current_share
+
+    for node in COMPUTE:
+        (info,) = json.loads(podman("inspect", f"{stack.name}-{node}"))
+        assert current_share(info).cpus == share_cpus(stack, node), info.get("HostConfig")
+    metrics = json.loads((stack.state / "baselines" / "local.json").read_text())["metrics"]
+    assert any(m.startswith("matmul-burnin") for m in metrics), sorted(metrics)
+    assert "network.2node.busbw" in metrics, sorted(metrics)
+
+
 def restore(stack: Stack, *nodes: str) -> None:
     """Certify ``nodes`` again (after a test undid its fault) and assert the whole stack serves."""
     again = stack.cf("certify", "--nodes", ",".join(nodes))

@@ -25,6 +25,7 @@ from tests.integration.stack import (
     ROOT,
     Stack,
     assert_serving,
+    assert_shares_and_baseline,
     podman,
     sinfo,
     wait_for,
@@ -47,6 +48,7 @@ dpkg-query -W -f='${Version}' slurmd
 """
 
 
+@pytest.mark.fresh_stack
 def test_up_admits_every_node_and_a_second_up_changes_nothing(local_stack: Stack) -> None:
     assert local_stack.first_up is not None and local_stack.first_up.returncode == 0
     rows = local_stack.status()
@@ -54,6 +56,7 @@ def test_up_admits_every_node_and_a_second_up_changes_nothing(local_stack: Stack
         assert rows[node]["certification"] == "certified", rows[node]
         assert rows[node]["slurm_state"] == "idle", rows[node]
     assert {n: s for n, (s, _) in sinfo(local_stack.name).items()} == dict.fromkeys(COMPUTE, "idle")
+    assert_shares_and_baseline(local_stack)
     certified_at = {n: rows[n]["certified_at"] for n in COMPUTE}
 
     second = local_stack.cf("up")
