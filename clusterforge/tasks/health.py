@@ -1,7 +1,8 @@
 """health.plan: what the health policy (the spec's ``health`` section) would do now (thin task).
 
-Reads the stack's journal only; changes nothing. The loop that acts on these decisions on the head
-node (scheduled checks, draining, re-certifying, replacing) is not built yet: docs/health.md.
+Reads the stack's journal (and with --live Slurm and the head loop's requests); changes nothing. The
+loop that acts on these decisions runs on the head node (``clusterforge.health.loop``: docs/health.md);
+`invoke replace --requested` does the replaces it asks for.
 """
 
 from __future__ import annotations
@@ -109,4 +110,35 @@ def plan(
         console.print(_table(result))
     console.print(f"active check next: {', '.join(result.active) or 'none due'}", highlight=False)
     for note in result.notes:
+        console.print(f"note: {note}", style="yellow", highlight=False)
+    if live:
+        _print_head_requests(console, Path(spec) if spec else stack_path(stack))
+
+
+def _print_head_requests(console: Console, spec_file: Path) -> None:
+    """What the loop on the head asks the workstation for, and whether it was done."""
+    from clusterforge.health.head_state import open_requests, read_head_state
+    from clusterforge.providers import get_provider
+
+    cluster = check_file(spec_file).spec
+    if cluster is None:
+        return
+    live = {n.name: n for n in get_provider(cluster).nodes(cluster)}
+    heads = [name for pool in cluster.pools_with_role("head") for name in cluster.node_names(pool)]
+    state, why = read_head_state(live, heads)
+    if state is None:
+        console.print(f"note: the head's health loop not asked: {why}", style="yellow", highlight=False)
+        return
+    todo = open_requests(state, Journal(cluster.stack, stack_dir(cluster.stack).parent))
+    for r in todo:
+        console.print(
+            f"the loop asks to replace {r.node} ({r.strikes} strikes on {r.identity}: {escape(r.why)}): "
+            f"`invoke replace --stack {cluster.stack} --requested`",
+            highlight=False,
+        )
+    for node, entry in sorted(state.rma_flagged.items()):
+        console.print(
+            f"the loop flagged {node} for RMA: {escape(str(entry.get('why') or entry))}", highlight=False
+        )
+    for note in state.notes:
         console.print(f"note: {note}", style="yellow", highlight=False)

@@ -9,6 +9,7 @@ from invoke import Context, task
 from invoke.exceptions import Exit
 
 from clusterforge.plan.inputs import StackInputs
+from clusterforge.spec.models import ClusterSpec
 from clusterforge.tasks._cli import friendly, locked, state_read
 from clusterforge.tasks.cluster import _HELP_SPEC, _HELP_STACK, _HELP_WAIT, load
 
@@ -109,6 +110,7 @@ def upgrade(
         "stack": _HELP_STACK,
         "spec": _HELP_SPEC,
         "node": "the compute node to put on a new machine, e.g. node-002",
+        "requested": "replace the nodes the health loop on the head node asks to replace (its lemons), one by one",
         "force": "replace even the only node of its pool in service, or one whose jobs do not finish",
         "yes": "do not ask (needed when there is no terminal)",
         "wait": _HELP_WAIT,
@@ -120,6 +122,7 @@ def replace(
     stack: str = "",
     spec: str = "",
     node: str = "",
+    requested: bool = False,
     force: bool = False,
     yes: bool = False,
     wait: bool = False,
@@ -127,15 +130,66 @@ def replace(
     """Put one compute node on a new machine: drain, replace, configure, certify, admit.
 
     Local stacks get a new container; other providers must offer replace_node (AWS: that instance
-    alone). The journal and the output name the old and new machine and GPUs.
+    alone). The journal and the output name the old and new machine and GPUs. `--requested` replaces,
+    one by one, the nodes the health loop on the head node asks for (its `replace_requested`: lemons of
+    a pool whose policy says `on_lemon: replace`); each request is done once per hardware identity.
     Exit 0: the new machine is certified and admitted; 1: it failed; 2: refused.
     """
     from clusterforge.rollout.replace import replace as run_replace
 
-    if not node:
-        raise Exit("give --node NAME (a compute node of the stack)", code=2)
+    if bool(node) == requested:
+        raise Exit(
+            "give --node NAME (a compute node of the stack) or --requested (the nodes the health loop asks "
+            "to replace), one of them",
+            code=2,
+        )
     cluster = load(stack, spec)
     with locked(cluster, "replace", wait):
-        outcome = run_replace(cluster, node, force=force, yes=yes)
-    if outcome.code:
-        raise Exit(code=outcome.code)
+        if requested:
+            code = _replace_requested(cluster, force, yes)
+        else:
+            code = run_replace(cluster, node, force=force, yes=yes).code
+    if code:
+        raise Exit(code=code)
+
+
+def _replace_requested(cluster: ClusterSpec, force: bool, yes: bool) -> int:
+    """Each open request of the head's health loop, replaced in turn; a failed one never stops the
+    others. Returns the worst exit code (2 when the loop's requests cannot be read)."""
+    from datetime import UTC, datetime
+
+    from clusterforge.health.head_state import open_requests, read_head_state, record_replaced
+    from clusterforge.journal import Journal, stack_dir
+    from clusterforge.providers import get_provider
+    from clusterforge.rollout.replace import replace as run_replace
+
+    live = {n.name: n for n in get_provider(cluster).nodes(cluster)}
+    heads = [name for pool in cluster.pools_with_role("head") for name in cluster.node_names(pool)]
+    state, why = read_head_state(live, heads)
+    if state is None:
+        print(f"cannot read the health loop's requests: {why}", file=sys.stderr)
+        return 2
+    for note in state.notes:
+        print(f"note: {note}", file=sys.stderr)
+    journal = Journal(cluster.stack, stack_dir(cluster.stack).parent)
+    todo = open_requests(state, journal)
+    done = len(state.replace_requested) - len(todo)
+    if not todo:
+        print(f"the health loop asks to replace no node ({done} request(s) done before)")
+        return 0
+    print(f"the health loop asks to replace {len(todo)} node(s) ({done} done before):")
+    for r in todo:
+        print(f"  {r.node}: {r.strikes} strike(s) on {r.identity}, asked {r.at}: {r.why}")
+    worst = 0
+    for r in todo:
+        code = run_replace(cluster, r.node, force=force, yes=yes).code
+        if code == 0:
+            record_replaced(Journal(cluster.stack, stack_dir(cluster.stack).parent), r,
+                            datetime.now(UTC).isoformat(timespec="seconds"))  # fmt: skip
+        else:
+            print(
+                f"{r.node}: the replace exited {code}; the request stays open for the next run",
+                file=sys.stderr,
+            )
+        worst = max(worst, code)
+    return worst
