@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Group
@@ -91,7 +92,10 @@ def collect(
     slurm, slurm_error = slurm_states(live, [p.name for p in planned if p.role == "head"], runner)
     rows = []
     mixed = mixed_versions(journal, [p.name for p in planned if p.role == "gpu"])
-    history = node_history(spec, journal.nodes, journal.sections, datetime.now(UTC).timestamp())
+    sections = with_head_strikes(
+        spec, journal.sections, live, [p.name for p in planned if p.role == "head"], runner
+    )
+    history = node_history(spec, journal.nodes, sections, datetime.now(UTC).timestamp())
     for p in planned:
         node = live.get(p.name)
         rec = journal.record(p.name)
@@ -128,6 +132,30 @@ def collect(
             )
         )
     return rows
+
+
+def with_head_strikes(
+    spec: ClusterSpec,
+    sections: dict[str, Any],
+    live: dict[str, Node],
+    heads: list[str],
+    runner: Callable[..., Runner],
+) -> dict[str, Any]:
+    """The journal's sections with the strikes the head node's health loop recorded added (once each:
+    a strike is its identity, time and reason), where the spec runs the loop and the head answers."""
+    from clusterforge.health.head_state import read_head_state
+    from clusterforge.health.loop.render import loop_enabled
+    from clusterforge.health.state import HEALTH_STRIKES
+
+    if not loop_enabled(spec):
+        return sections
+    state, _ = read_head_state(live, heads, runner)
+    if state is None or not state.strikes:
+        return sections
+    mine = [s for s in sections.get(HEALTH_STRIKES) or [] if isinstance(s, dict)]
+    seen = {(s.get("identity"), s.get("at"), s.get("reason")) for s in mine}
+    theirs = [s for s in state.strikes if (s.get("identity"), s.get("at"), s.get("reason")) not in seen]
+    return {**sections, HEALTH_STRIKES: mine + theirs}
 
 
 def node_versions(journal: Journal, name: str) -> dict[str, str]:

@@ -208,3 +208,58 @@ def test_replace_wants_a_node_or_the_requests_not_both() -> None:
         with pytest.raises(Exit) as refused:
             upgrade.replace(Context(), stack="local", **kwargs)
         assert refused.value.code == 2 and "--requested" in str(refused.value)
+
+
+def test_status_counts_the_head_loops_strikes_beside_the_workstations_once_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from clusterforge.health.loop.render import loop_enabled
+    from clusterforge.health.state import HEALTH_STRIKES
+    from clusterforge.spec.loader import load_spec
+    from clusterforge.status import collect
+    from tests.pipeline.fakes import FakeProvider, FakeSlurm
+
+    monkeypatch.setenv("CLUSTERFORGE_STATE_DIR", str(tmp_path / "state"))
+    spec, _ = load_spec(ROOT / "stacks" / "local.yaml")
+    active = spec.health.active.model_copy(update={"profile": "quick"})
+    spec = spec.model_copy(update={"health": spec.health.model_copy(update={"active": active})})
+    assert loop_enabled(spec)
+    provider = FakeProvider()
+    provider.create(spec)
+    slurm = FakeSlurm()
+    for name in ("node-001", "node-002"):
+        slurm.register(name)
+    hour = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+
+    def strike(hours: int, why: str) -> dict[str, str]:
+        at = (hour - timedelta(hours=hours)).isoformat()
+        return {"identity": "id-node-002", "node": "node-002", "at": at, "reason": why, "check": "xid"}
+
+    seen_by_both = strike(5, "clusterforge: xid: 79 (GPU fell off the bus)")
+    journal = Journal(spec.stack)
+    for name in ("node-001", "node-002"):  # the machine the strikes are recorded against
+        journal.annotate(name, provider_id=f"id-{name}", verdict="pass", certified_at=hour.isoformat())
+    journal.set_section(HEALTH_STRIKES, [seen_by_both])
+    head_answer = {"health_strikes": [seen_by_both, strike(1, "clusterforge: ecc: 3 new uncorrectable")]}
+    base = slurm._answer
+
+    def answer(argv: list[str], stdin: str | None) -> tuple[int, str, str]:
+        return (0, json.dumps(head_answer), "") if argv == state_argv() else base(argv, stdin)
+
+    slurm._answer = answer  # type: ignore[method-assign]
+    rows = {r.node: r for r in collect(spec, provider, slurm.runner)}
+    assert rows["node-002"].strikes.startswith("2/"), rows["node-002"].strikes
+    assert state_argv() in slurm.calls
+    # a spec that does not run the loop never asks the head
+    slurm.calls.clear()
+    plain = spec.model_copy(
+        update={
+            "health": spec.health.model_copy(
+                update={"active": spec.health.active.model_copy(update={"profile": None})}
+            )
+        }
+    )
+    rows = {r.node: r for r in collect(plain, provider, slurm.runner)}
+    assert rows["node-002"].strikes.startswith("1/") and state_argv() not in slurm.calls
