@@ -114,6 +114,19 @@ def test_wait_booted_stops_at_a_state_systemd_does_not_leave(monkeypatch: pytest
     assert engine.asked == 2
 
 
+def test_wait_booted_waits_out_offline_at_a_containers_start_but_not_for_ever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # systemctl says "offline" before systemd has made /run/systemd/system (a builder failed on it)
+    monkeypatch.setattr("clusterforge.waiting.time.sleep", lambda _: None)
+    engine = BootingEngine("offline", "offline", "starting", "running")
+    assert nodes_mod.wait_booted(engine, "local-node-001") == "running" and engine.asked == 4
+    stays = BootingEngine(*["offline"] * (nodes_mod.OFFLINE_POLLS + 5))  # no systemd as PID 1
+    with pytest.raises(ProviderError, match="state 'offline'"):
+        nodes_mod.wait_booted(stays, "local-node-001")
+    assert stays.asked == nodes_mod.OFFLINE_POLLS
+
+
 @pytest.fixture(scope="module")
 def two(container_stack: Callable[..., LocalStack]) -> LocalStack:
     return container_stack(2)
