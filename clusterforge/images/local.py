@@ -83,8 +83,8 @@ class LocalBuilder:
             f"LABEL {LABEL_DIGEST}={software.digest}",
             "--change",
             f"LABEL {LABEL_POOL}={spec.stack}/{pool}",
-            "--message",
-            f"clusterforge baked node image: {spec.stack} pool {pool}, software digest {software.digest}",
+            # No --message: podman refuses it for its default OCI format ("messages are only compatible
+            # with the docker image format"), and a bake failed on it here; the labels say what it is.
             container,
             tag,
             timeout=1800,

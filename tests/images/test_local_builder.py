@@ -27,6 +27,12 @@ class RecordingEngine(Engine):
 
     def run(self, *args: str, check: bool = True, **_kw: Any) -> subprocess.CompletedProcess[str]:
         self.calls.append(args)
+        if args[0] == "commit" and "--message" in args and not {"-f", "--format"} & set(args):
+            # podman's rule: its default image format (OCI) has no commit message
+            err = "Error: messages are only compatible with the docker image format (-f docker)"
+            if check:
+                raise AssertionError(f"podman commit exits 125: {err}")
+            return subprocess.CompletedProcess(list(args), 125, "", err)
         rc = 0 if args[:2] != ("image", "inspect") or args[2] in self.images else 1
         return subprocess.CompletedProcess(list(args), rc, "", "")  # nothing is started
 
