@@ -96,7 +96,9 @@ def main() -> int:
     results: dict[str, list[tuple[float, int, float]]] = {"base": [], "baked": []}
     for rep in range(args.repeat):
         for image in ("base", "baked"):
-            stack = f"{tag}{image[:2]}{rep}"
+            # one letter each: "base"[:2] and "baked"[:2] were both "ba", so the two runs shared a stack
+            # name and state, and the baked run's changes counted the base run's too
+            stack = f"{tag}{'b' if image == 'base' else 'k'}{rep}"
             path = spec_file(work, stack, args.nodes, str(_free_cidr(provider.engine(spec))), image)
             if image == "baked":
                 for record in records.values():
