@@ -8,7 +8,8 @@ the ``slurm`` role runs the loop with), says which requests are still open (the 
 ``health_replaced`` holds the identity each replace was done for: a request for an identity already
 replaced is done), and records a replace once it passed.
 
-Pure parts: ``state_argv``, ``parse_state``, ``open_requests``. I/O: ``read_head_state``, ``record_replaced``.
+Pure parts: ``state_argv``, ``parse_state``, ``open_requests``. I/O: ``read_head_state`` (and
+``read_stack_head_state`` through the stack's provider), ``record_replaced``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from clusterforge.journal import Journal
 from clusterforge.node.remote import node_runner
 from clusterforge.providers.base import Node
 from clusterforge.slurm.admission import Runner
+from clusterforge.spec.models import ClusterSpec
 
 # roles/slurm/defaults/main.yml's slurm_health_loop_python (tests/health/test_head_state.py holds them equal)
 HEAD_PYTHON = "/opt/clusterforge/venv/bin/python"
@@ -109,6 +111,15 @@ def read_head_state(
         except HeadStateError as exc:
             return None, str(exc)
     return None, "no running head node"
+
+
+def read_stack_head_state(spec: ClusterSpec) -> tuple[HeadState | None, str]:
+    """``read_head_state`` over the stack's provider: its running nodes and the spec's head pools."""
+    from clusterforge.providers import get_provider
+
+    live = {n.name: n for n in get_provider(spec).nodes(spec)}
+    heads = [name for pool in spec.pools_with_role("head") for name in spec.node_names(pool)]
+    return read_head_state(live, heads)
 
 
 def open_requests(state: HeadState, journal: Journal) -> list[ReplaceRequest]:

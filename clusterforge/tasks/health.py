@@ -117,15 +117,12 @@ def plan(
 
 def _print_head_requests(console: Console, spec_file: Path) -> None:
     """What the loop on the head asks the workstation for, and whether it was done."""
-    from clusterforge.health.head_state import open_requests, read_head_state
-    from clusterforge.providers import get_provider
+    from clusterforge.health.head_state import open_requests, read_stack_head_state
 
     cluster = check_file(spec_file).spec
     if cluster is None:
         return
-    live = {n.name: n for n in get_provider(cluster).nodes(cluster)}
-    heads = [name for pool in cluster.pools_with_role("head") for name in cluster.node_names(pool)]
-    state, why = read_head_state(live, heads)
+    state, why = read_stack_head_state(cluster)
     if state is None:
         console.print(f"note: the head's health loop not asked: {why}", style="yellow", highlight=False)
         return

@@ -158,14 +158,11 @@ def _replace_requested(cluster: ClusterSpec, force: bool, yes: bool) -> int:
     others. Returns the worst exit code (2 when the loop's requests cannot be read)."""
     from datetime import UTC, datetime
 
-    from clusterforge.health.head_state import open_requests, read_head_state, record_replaced
+    from clusterforge.health.head_state import open_requests, read_stack_head_state, record_replaced
     from clusterforge.journal import Journal, stack_dir
-    from clusterforge.providers import get_provider
     from clusterforge.rollout.replace import replace as run_replace
 
-    live = {n.name: n for n in get_provider(cluster).nodes(cluster)}
-    heads = [name for pool in cluster.pools_with_role("head") for name in cluster.node_names(pool)]
-    state, why = read_head_state(live, heads)
+    state, why = read_stack_head_state(cluster)
     if state is None:
         print(f"cannot read the health loop's requests: {why}", file=sys.stderr)
         return 2

@@ -171,7 +171,7 @@ def test_replace_requested_replaces_each_open_request_once_and_a_failure_stays_o
         }
     }
     monkeypatch.setattr(
-        head_state, "read_head_state", lambda live, heads, runner=None: (parse_state(json.dumps(answer)), "")
+        head_state, "read_stack_head_state", lambda spec: (parse_state(json.dumps(answer)), "")
     )
     replaced: list[str] = []
 
@@ -184,9 +184,6 @@ def test_replace_requested_replaces_each_open_request_once_and_a_failure_stays_o
         return Outcome(1 if node == "node-001" else 0)  # node-001's new machine fails its certification
 
     monkeypatch.setattr(rollout_replace, "replace", fake_replace)
-    monkeypatch.setattr(
-        "clusterforge.providers.get_provider", lambda spec: type("P", (), {"nodes": lambda s, spec: []})()
-    )
     spec = str(ROOT / "stacks" / "local.yaml")
     with pytest.raises(Exit) as failed:
         upgrade.replace(Context(), spec=spec, requested=True, yes=True)
