@@ -89,12 +89,11 @@ def collect(
     journal = Journal(spec.stack, stack_dir(spec.stack).parent)
     planned = provider.plan(spec)
     live = {n.name: n for n in provider.nodes(spec)}
-    slurm, slurm_error = slurm_states(live, [p.name for p in planned if p.role == "head"], runner)
+    heads = [p.name for p in planned if p.role == "head"]
+    slurm, slurm_error = slurm_states(live, heads, runner)
     rows = []
     mixed = mixed_versions(journal, [p.name for p in planned if p.role == "gpu"])
-    sections = with_head_strikes(
-        spec, journal.sections, live, [p.name for p in planned if p.role == "head"], runner
-    )
+    sections = with_head_strikes(spec, journal.sections, live, heads, runner)
     history = node_history(spec, journal.nodes, sections, datetime.now(UTC).timestamp())
     for p in planned:
         node = live.get(p.name)
@@ -141,8 +140,9 @@ def with_head_strikes(
     heads: list[str],
     runner: Callable[..., Runner],
 ) -> dict[str, Any]:
-    """The journal's sections with the strikes the head node's health loop recorded added (once each:
-    a strike is its identity, time and reason), where the spec runs the loop and the head answers."""
+    """The journal's sections with the strikes the head node's health loop recorded added, where the
+    spec runs the loop and the head answers. A strike both journals hold counts once: the reader
+    (``health.state.read_inputs``) keeps one per identity, time and reason (``strikes.dedupe``)."""
     from clusterforge.health.head_state import read_head_state
     from clusterforge.health.loop.render import loop_enabled
     from clusterforge.health.state import HEALTH_STRIKES
@@ -152,10 +152,7 @@ def with_head_strikes(
     state, _ = read_head_state(live, heads, runner)
     if state is None or not state.strikes:
         return sections
-    mine = [s for s in sections.get(HEALTH_STRIKES) or [] if isinstance(s, dict)]
-    seen = {(s.get("identity"), s.get("at"), s.get("reason")) for s in mine}
-    theirs = [s for s in state.strikes if (s.get("identity"), s.get("at"), s.get("reason")) not in seen]
-    return {**sections, HEALTH_STRIKES: mine + theirs}
+    return {**sections, HEALTH_STRIKES: [*(sections.get(HEALTH_STRIKES) or []), *state.strikes]}
 
 
 def node_versions(journal: Journal, name: str) -> dict[str, str]:

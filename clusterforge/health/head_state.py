@@ -30,7 +30,7 @@ from clusterforge.spec.models import ClusterSpec
 
 # roles/slurm/defaults/main.yml's slurm_health_loop_python (tests/health/test_head_state.py holds them equal)
 HEAD_PYTHON = "/opt/clusterforge/venv/bin/python"
-REPLACED = "health_replaced"  # workstation journal: node -> {identity, at, new}: the replace done for it
+REPLACED = "health_replaced"  # workstation journal: node -> {identity, at, why}: the replace done for it
 
 
 class HeadStateError(ValueError):
@@ -113,13 +113,17 @@ def read_head_state(
     return None, "no running head node"
 
 
-def read_stack_head_state(spec: ClusterSpec) -> tuple[HeadState | None, str]:
-    """``read_head_state`` over the stack's provider: its running nodes and the spec's head pools."""
+def stack_heads(spec: ClusterSpec) -> tuple[dict[str, Node], list[str]]:
+    """The stack's nodes as its provider sees them now, and the names of the spec's head nodes."""
     from clusterforge.providers import get_provider
 
     live = {n.name: n for n in get_provider(spec).nodes(spec)}
-    heads = [name for pool in spec.pools_with_role("head") for name in spec.node_names(pool)]
-    return read_head_state(live, heads)
+    return live, [name for pool in spec.pools_with_role("head") for name in spec.node_names(pool)]
+
+
+def read_stack_head_state(spec: ClusterSpec) -> tuple[HeadState | None, str]:
+    """``read_head_state`` over the stack's provider: its running nodes and the spec's head pools."""
+    return read_head_state(*stack_heads(spec))
 
 
 def open_requests(state: HeadState, journal: Journal) -> list[ReplaceRequest]:

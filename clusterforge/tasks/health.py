@@ -31,21 +31,25 @@ from clusterforge.tasks._cli import friendly
 
 def _slurm_view(spec: ClusterSpec) -> tuple[dict[str, SinfoNode], str]:
     """sinfo through the stack's running head node ({} and why not, when it cannot be asked)."""
-    from clusterforge.providers import get_provider
+    from clusterforge.health.head_state import stack_heads
     from clusterforge.status import slurm_states
 
-    provider = get_provider(spec)
-    live = {n.name: n for n in provider.nodes(spec)}
-    heads = [name for pool in spec.pools_with_role("head") for name in spec.node_names(pool)]
-    return slurm_states(live, heads)
+    return slurm_states(*stack_heads(spec))
 
 
-def build(spec_file: Path, now: float | None = None, live: bool = False) -> HealthPlan:
+def _checked(spec_file: Path) -> ClusterSpec:
     report = check_file(spec_file)
     if not report.ok or report.spec is None:
         lines = "\n".join(f"  {f.render()}" for f in report.errors)
         raise Exit(f"{spec_file}: the spec is not valid:\n{lines}", code=1)
-    spec = report.spec
+    return report.spec
+
+
+def build(spec_file: Path, now: float | None = None, live: bool = False) -> HealthPlan:
+    return build_for(_checked(spec_file), now, live)
+
+
+def build_for(spec: ClusterSpec, now: float | None = None, live: bool = False) -> HealthPlan:
     journal = Journal(spec.stack, stack_dir(spec.stack).parent)
     inputs = read_inputs(spec, journal.nodes, journal.sections)
     when = time.time() if now is None else now
@@ -95,7 +99,8 @@ def plan(
             "health.plan acts on nothing yet: run it with --dry-run (docs/health.md says what is built)",
             code=1,
         )
-    result = build(Path(spec) if spec else stack_path(stack), live=live)
+    cluster = _checked(Path(spec) if spec else stack_path(stack))
+    result = build_for(cluster, live=live)
     if json:
         print(jsonlib.dumps(result.to_json(), indent=2))
         return
@@ -112,16 +117,13 @@ def plan(
     for note in result.notes:
         console.print(f"note: {note}", style="yellow", highlight=False)
     if live:
-        _print_head_requests(console, Path(spec) if spec else stack_path(stack))
+        _print_head_requests(console, cluster)
 
 
-def _print_head_requests(console: Console, spec_file: Path) -> None:
+def _print_head_requests(console: Console, cluster: ClusterSpec) -> None:
     """What the loop on the head asks the workstation for, and whether it was done."""
     from clusterforge.health.head_state import open_requests, read_stack_head_state
 
-    cluster = check_file(spec_file).spec
-    if cluster is None:
-        return
     state, why = read_stack_head_state(cluster)
     if state is None:
         console.print(f"note: the head's health loop not asked: {why}", style="yellow", highlight=False)
