@@ -8,7 +8,8 @@
 # Each part of the project declares what it needs in scripts/setup.d/:
 #   NN-name.apt   Debian packages, one per line ('#' comments); NN-name-dev.apt only with --dev
 #   NN-name.pip   pip requirement lines for the workstation venv (.venv)
-#   NN-name.sh    a hook run after both (e.g. write a containers.conf); gets $DEV=0|1
+#   NN-name.sh    a hook run after both, beside the other hooks (so it must not need them);
+#                 gets $DEV=0|1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEV=0
@@ -51,9 +52,40 @@ for f in scripts/setup.d/*.pip; do
 done
 .venv/bin/pip install -q --disable-pip-version-check -e ".${extras}" "${pip_files[@]}" 2>&1 | grep -v "^WARNING: Location" || true
 
+# The hooks are independent (each writes its own folder, or the engine's image store), and most of
+# their time is downloads and unpacking: they run side by side. Each one's output is printed whole
+# when it ends, in file order, with its time; any failure fails the set-up after all have ended.
+names=(); pids=(); logs=()
 for f in scripts/setup.d/*.sh; do
   [[ -e "$f" ]] || continue
-  say "running ${f##*/}"
-  bash "$f"
+  names+=("${f##*/}")
+  logs+=("$(mktemp)")
+  (
+    began=$SECONDS
+    code=0
+    bash "$f" || code=$?
+    echo "$((SECONDS - began))" >"${logs[-1]}.seconds"
+    exit "$code"
+  ) >"${logs[-1]}" 2>&1 &
+  pids+=($!)
 done
+say "running ${names[*]} side by side"
+failed=()
+for i in "${!pids[@]}"; do
+  code=0
+  wait "${pids[$i]}" || code=$?
+  took="$(cat "${logs[$i]}.seconds" 2>/dev/null || echo '?') s"
+  if ((code == 0)); then
+    say "${names[$i]}: ok after $took"
+  else
+    say "${names[$i]}: FAILED (exit $code) after $took"
+    failed+=("${names[$i]}")
+  fi
+  cat "${logs[$i]}"
+  rm -f "${logs[$i]}" "${logs[$i]}.seconds"
+done
+if ((${#failed[@]})); then
+  echo "set-up failed in: ${failed[*]} (their output is above)" >&2
+  exit 1
+fi
 say "set-up done"
