@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
 from clusterforge.ansible.runner import PlaybookRun
 from clusterforge.ansible.scale import forget_facts
 from clusterforge.cluster_secrets import SecretError
@@ -166,8 +169,15 @@ class ConfigureStage(BaseStage):
             env=ctx.env(),
         )
         self._run = run
+        # Providers whose nodes run under a CPU share (local containers) lift it where it only
+        # slows the converge (the head nodes'), for the run.
+        converging = getattr(ctx.provider, "converging", None)
+        speed: AbstractContextManager[Any] = (
+            converging(ctx.spec, nodes, ctx.board.note) if callable(converging) else nullcontext()
+        )
         try:
-            result = run.run()
+            with speed:
+                result = run.run()
         finally:
             self._run = None
         # The munge key may have been created (or read from the controller) by this very run (the run

@@ -15,6 +15,8 @@ import json
 import re
 import sys
 import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 from clusterforge.certify.network import jobs as group_jobs
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Problem, no_progress
@@ -29,6 +31,17 @@ class FakeProvider:
         self.created = 0
         self.states: dict[str, str] = {}
         self.die_after_create: set[str] = set()  # these "containers" exit once looked at again
+        self.converges: list[tuple[str, list[str]]] = []  # ("enter" | "exit", nodes) per converge
+
+    @contextmanager
+    def converging(self, spec: ClusterSpec, nodes: Iterable[str], note: object = None) -> Iterator[list[str]]:
+        """The local provider's hook around a converge (it lifts the head nodes' CPU cap): recorded."""
+        names = sorted(nodes)
+        self.converges.append(("enter", names))
+        try:
+            yield []
+        finally:
+            self.converges.append(("exit", names))
 
     def preflight(self, spec: ClusterSpec) -> list[Problem]:
         return []

@@ -15,6 +15,8 @@ from clusterforge.pipeline.up import certify, up
 from clusterforge.status import collect
 from tests.pipeline.fakes import FakeProvider, FakeSlurm
 
+NODES = ["head-001", "node-001", "node-002", "node-003"]
+
 
 def run_up(world: dict, **opts: bool):
     out = io.StringIO()
@@ -46,6 +48,8 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     assert rows["node-002"].certification == "certified" and rows["node-002"].slurm_state == "idle"
     assert rows["node-002"].configured and rows["node-002"].provider_state == "running"
     assert rows["head-001"].slurm_state == ""  # the controller is not a Slurm compute node
+    # One converge, inside the provider's hook (the local provider lifts the head's CPU cap there).
+    assert world["provider"].converges == [("enter", NODES), ("exit", NODES)]
     calls_before = len(slurm.calls)
     again, text = run_up(world)
     assert again.code == 0, text
@@ -53,6 +57,7 @@ def test_up_admits_every_node_then_second_up_changes_and_certifies_nothing(world
     new_calls = slurm.calls[calls_before:]
     assert not any(c[0] in ("sbatch", "scontrol") for c in new_calls)  # nothing held, nothing certified
     assert "certified earlier" in text
+    assert [kind for kind, _ in world["provider"].converges] == ["enter", "exit"] * 2  # each left again
 
 
 @pytest.mark.slow

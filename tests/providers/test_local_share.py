@@ -16,7 +16,7 @@ from clusterforge.providers.base import Node
 from clusterforge.providers.local import nodes as nodes_mod
 from clusterforge.providers.local import preflight
 from clusterforge.providers.local import share as share_mod
-from clusterforge.providers.local.engine import Engine
+from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.share import Machine, Share, ShareError, node_shares
 from clusterforge.spec.loader import load_spec, stack_path
 from clusterforge.spec.models import ClusterSpec
@@ -194,3 +194,73 @@ def test_only_local_stacks_have_shares() -> None:
     prod = load_spec(stack_path("prod"))[0]
     assert node_shares(prod, machine=TWO_CORES) == {}
     assert share_mod.compute_share_label(prod) == ""
+
+
+class FailingUpdates(UpdateRecorder):
+    """An engine whose ``update`` fails for the containers named (the rest are recorded)."""
+
+    def __init__(self, *failing: str) -> None:
+        super().__init__()
+        self.failing = set(failing)
+
+    def run(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:  # type: ignore[override]
+        self.calls.append(args)
+        if args[-1] in self.failing:
+            raise EngineError([self.binary, *args], 125, "Error: no such container")
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+
+def test_a_converge_lifts_only_the_heads_cap_and_gives_its_share_back_after() -> None:
+    engine = UpdateRecorder()
+    share = node_shares(SPEC)["head-001"]
+    with nodes_mod.heads_uncapped(engine, SPEC, ["head-001", "node-001", "node-002"]) as lifted:
+        assert lifted == ["head-001"]
+        # compute nodes keep their share: certification measures it, and a fault test may cap one
+        # the whole machine as its quota (podman 4.3 ignores a quota of -1)
+        cores = share_mod.this_machine().cpus
+        assert engine.calls == [
+            ("update", "--cpu-period", "10000", "--cpu-quota", str(cores * 10000), "local-head-001")
+        ]
+    assert engine.calls[1] == ("update", *share.engine_args(), "local-head-001")
+    assert len(engine.calls) == 2
+
+
+def test_the_heads_share_comes_back_when_the_converge_fails() -> None:
+    engine = UpdateRecorder()
+    with pytest.raises(RuntimeError), nodes_mod.heads_uncapped(engine, SPEC, ["head-001"]):
+        raise RuntimeError("ansible-runner died")
+    share = node_shares(SPEC)["head-001"]
+    assert engine.calls[-1] == ("update", *share.engine_args(), "local-head-001")
+
+
+def test_a_batch_without_its_head_lifts_nothing() -> None:
+    engine = UpdateRecorder()
+    with nodes_mod.heads_uncapped(engine, SPEC, ["node-003"]) as lifted:
+        assert lifted == []
+    assert engine.calls == []
+
+
+def test_an_engine_that_cannot_update_is_a_note_never_a_failed_converge() -> None:
+    notes: list[tuple[str, str]] = []
+    engine = FailingUpdates("local-head-001")
+    with nodes_mod.heads_uncapped(engine, SPEC, ["head-001"], lambda n, m: notes.append((n, m))) as lifted:
+        assert lifted == []  # not lifted: nothing to give back
+    assert notes == [("head-001", "CPU quota not lifted for the converge: Error: no such container")]
+    assert len(engine.calls) == 1
+
+
+class FailingGiveBack(UpdateRecorder):
+    def run(self, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:  # type: ignore[override]
+        self.calls.append(args)
+        if "--memory" in args:  # the share given back, not the lift
+            raise EngineError([self.binary, *args], 125, "Error: container is stopped")
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+
+def test_a_share_not_given_back_is_said_with_the_fix() -> None:
+    notes: list[tuple[str, str]] = []
+    with nodes_mod.heads_uncapped(FailingGiveBack(), SPEC, ["head-001"], lambda n, m: notes.append((n, m))):
+        pass
+    ((node, message),) = notes
+    assert node == "head-001" and message.startswith("share 0.25 CPU, 1024 MiB not given back"), message
+    assert "Error: container is stopped" in message and "`invoke down` and `up`" in message

@@ -8,6 +8,9 @@ provider.destroy(spec)                  # exactly this stack's containers, netwo
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
 from clusterforge.providers.base import (
     DestroySummary,
     Node,
@@ -64,6 +67,15 @@ class LocalProvider:
         tag, built = image_mod.ensure_image(engine, suite, self.packages)
         progress(IMAGE_PROGRESS, f"{'built' if built else 'using'} {tag}")
         return tag
+
+    @contextmanager
+    def converging(
+        self, spec: ClusterSpec, nodes: Iterable[str], note: Progress = no_progress
+    ) -> Iterator[list[str]]:
+        """While Ansible converges ``nodes``: the head nodes among them without their CPU cap
+        (nodes.heads_uncapped says why); yields the heads lifted."""
+        with nodes_mod.heads_uncapped(self.engine(spec), spec, nodes, note) as lifted:
+            yield lifted
 
     def create(self, spec: ClusterSpec, progress: Progress = no_progress) -> list[Node]:
         errors = [p for p in self.preflight(spec) if p.level == "error"]

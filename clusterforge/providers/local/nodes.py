@@ -8,8 +8,9 @@ archive cache volume (label ``clusterforge.cache=apt``), which ``destroy`` keeps
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,7 +18,14 @@ from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
 from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
-from clusterforge.providers.local.share import CGROUP_PARENT, CPU_WEIGHT, Share, node_shares
+from clusterforge.providers.local.share import (
+    CGROUP_PARENT,
+    CPU_PERIOD_US,
+    CPU_WEIGHT,
+    Share,
+    node_shares,
+    this_machine,
+)
 from clusterforge.spec.loader import REPO_ROOT
 from clusterforge.spec.models import ClusterSpec
 from clusterforge.waiting import wait_until
@@ -284,6 +292,47 @@ def ensure_share(engine: Engine, container: str, info: dict[str, Any] | None, sh
         f"share set to {share.label} (made with {was}{'' if rooted else ', under the engine cgroup'}: "
         "`invoke down` and `up` make it its own)"
     )
+
+
+@contextmanager
+def heads_uncapped(
+    engine: Engine, spec: ClusterSpec, names: Iterable[str], note: Progress = lambda node, message: None
+) -> Iterator[list[str]]:
+    """The head nodes among ``names`` without their CPU quota for the block, then with their share
+    again; yields the heads lifted. An engine error is a note (``note(node, message)``), never raised:
+    a head not lifted only converges slower.
+
+    A head's share (0.25 CPU on 2 cores) keeps it from taking the compute nodes' CPU while they
+    certify. While the stack converges it only slows site.yml's cluster play, whose every task waits
+    for the slowest host: a 3-node stack's `up` spent 395 s there with the machine ~70 % idle, the
+    head's modules running at a quarter of a core. Heads are never certified; compute nodes keep
+    their share throughout (certification measures it, and a fault test may have capped one)."""
+    wanted = set(names)
+    shares = shares_for(spec)
+    heads = [d for d in node_defs(spec) if d.name in wanted and d.role != "gpu" and d.name in shares]
+    # The whole machine as the quota: podman 4.3 takes `--cpu-quota -1` and leaves the quota as it
+    # was (measured here on cgroup v1: cpu.cfs_quota_us still 2500 after it).
+    whole = ["--cpu-period", str(CPU_PERIOD_US), "--cpu-quota", str(this_machine().cpus * CPU_PERIOD_US)]
+    lifted: list[NodeDef] = []
+    for head in heads:
+        try:
+            engine.run("update", *whole, head.container)
+            lifted.append(head)
+        except EngineError as exc:
+            note(head.name, f"CPU quota not lifted for the converge: {exc.stderr.strip() or exc}")
+    try:
+        yield [h.name for h in lifted]
+    finally:
+        for head in lifted:
+            share = shares[head.name]
+            try:
+                engine.run("update", *share.engine_args(), head.container)
+            except EngineError as exc:
+                note(
+                    head.name,
+                    f"share {share.label} not given back after the converge ({exc.stderr.strip() or exc}): "
+                    "`invoke down` and `up` make the node again",
+                )
 
 
 def shares_for(spec: ClusterSpec) -> dict[str, Share]:
