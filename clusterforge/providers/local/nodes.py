@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from clusterforge.ansible.runner import PODMAN_CONNECTION
-from clusterforge.providers.base import DestroySummary, Node, PlannedNode, Progress, ProviderError
+from clusterforge.providers.base import (
+    DestroySummary,
+    Node,
+    PlannedNode,
+    Progress,
+    ProviderError,
+    no_progress,
+)
 from clusterforge.providers.local.engine import Engine, EngineError
 from clusterforge.providers.local.image import SHARED_APT_CACHE
 from clusterforge.providers.local.share import (
@@ -296,7 +303,7 @@ def ensure_share(engine: Engine, container: str, info: dict[str, Any] | None, sh
 
 @contextmanager
 def heads_uncapped(
-    engine: Engine, spec: ClusterSpec, names: Iterable[str], note: Progress = lambda node, message: None
+    engine: Engine, spec: ClusterSpec, names: Iterable[str], note: Progress = no_progress
 ) -> Iterator[list[str]]:
     """The head nodes among ``names`` without their CPU quota for the block, then with their share
     again; yields the heads lifted. An engine error is a note (``note(node, message)``), never raised:
