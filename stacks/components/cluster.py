@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 
 from clusterforge.catalog import load_hardware
 from clusterforge.providers.aws.images import AMI_PARAMETERS, ROOT_DEVICES
 from clusterforge.spec.models import AwsProvider, ClusterSpec
 from clusterforge.spec.models import NodePool as PoolSpec
+from components import aws
 from components.head_node import HeadNode, HeadNodeArgs
 from components.iam import NodeIam, NodeIamArgs
 from components.network import Network, NetworkArgs

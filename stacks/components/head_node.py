@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import pulumi
-import pulumi_aws as aws
 
+from components import aws
 from components.node_pool import NodeOutputs, NodePool, NodePoolArgs
 from components.tags import with_name
 

@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
 
+from components import aws
 from components.tags import with_name
 
 SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"

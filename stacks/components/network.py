@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
 
+from components import aws
 from components.tags import with_name
 
 # Interface endpoints that SSM Session Manager needs when there is no NAT gateway.

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
 
+from components import aws
 from components import tags as t
 
 ENA = "interface"  # what the EC2 API calls a plain ENA interface

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pulumi
-import pulumi_aws as aws
 
+from components import aws
 from components.tags import with_name
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
