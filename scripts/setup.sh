@@ -50,7 +50,16 @@ for f in scripts/setup.d/*.pip; do
   [[ $DEV == 0 && "$f" == *-dev.pip ]] && continue
   pip_files+=(-r "$f")
 done
-.venv/bin/pip install -q --disable-pip-version-check -e ".${extras}" "${pip_files[@]}" 2>&1 | grep -v "^WARNING: Location" || true
+# --no-compile: pip byte-compiles every file it installs (pulumi_aws alone is 270 MB of Python), half
+# of this step's 3 minutes; Python compiles the modules a run imports, once, on first import.
+# (Not for the node torch of 45-roles-cluster.sh: the nodes mount it read-only.)
+code=0
+.venv/bin/pip install -q --no-compile --disable-pip-version-check -e ".${extras}" "${pip_files[@]}" 2>&1 \
+  | { grep -v "^WARNING: Location" || true; } || code=$?
+if ((code)); then
+  echo "set-up failed: pip install into .venv exited $code (its output is above)" >&2
+  exit "$code"
+fi
 
 # The hooks are independent (each writes its own folder, or the engine's image store), and most of
 # their time is downloads and unpacking: they run side by side. Each one's output is printed whole
