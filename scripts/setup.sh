@@ -51,8 +51,8 @@ for f in scripts/setup.d/*.pip; do
   pip_files+=(-r "$f")
 done
 # --no-compile: pip byte-compiles every file it installs (pulumi_aws alone is 270 MB of Python), half
-# of this step's 3 minutes; Python compiles the modules a run imports, once, on first import.
-# (Not for the node torch of 45-roles-cluster.sh: the nodes mount it read-only.)
+# of this step's 3 minutes, one file after another; setup.d/10-bytecode.sh does it beside the other
+# hooks, on every core. (The node torch of 45-roles-cluster.sh is compiled by its own pip.)
 code=0
 .venv/bin/pip install -q --no-compile --disable-pip-version-check -e ".${extras}" "${pip_files[@]}" 2>&1 \
   | { grep -v "^WARNING: Location" || true; } || code=$?
