@@ -53,6 +53,11 @@ pytestmark = pytest.mark.integration
 
 # "<check>: <figure> <unit> ..., NN % under the fleet median|baseline ..." (fleet_stage / fleet.py)
 PERF_REASON = re.compile(r"^clusterforge: [a-z0-9-]+: .*\d[\d.]* \S+.* % under the (fleet median|baseline)")
+# The network step's own verdict on a node slow with every partner (certify/network): a capped node's
+# 2-node figures can catch it before its single-node figures do (rehearsal of 2026-12-05, a slow hour).
+NODE_FAULT_REASON = re.compile(
+    r"^clusterforge: [a-z0-9-]+: node fault, under the reference with every partner: \d[\d.]* GB/s with node-"
+)
 
 
 def not_serving(stack: Stack) -> list[str]:
@@ -126,7 +131,7 @@ def test_a_node_at_two_thirds_of_its_share_is_drained_and_the_healthy_others_adm
         podman("update", "--cpus", f"{share:g}", container(local_stack, node))  # its share again
     assert run.returncode == 1
     reason = drained_alone(local_stack, node)
-    assert PERF_REASON.match(reason), reason
+    assert PERF_REASON.match(reason) or NODE_FAULT_REASON.match(reason), reason
 
 
 @contextmanager
