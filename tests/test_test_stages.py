@@ -1,6 +1,7 @@
 """`invoke test`'s stages: the phases split the suite exactly, the fast tier comes first and alone,
-a stage's phases run at the same time with their output told apart and their counts read, and any
-phase's failure (or empty collection) fails the run."""
+a stage's phases run at the same time with their output told apart and their counts read, a
+background phase runs niced beside the later stages and starts no container, and any phase's
+failure (or empty collection) fails the run."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from clusterforge.tasks.test_stages import (
     describe,
     pytest_argv,
     run_stage,
+    run_stages,
     verdict,
 )
 
@@ -132,12 +134,23 @@ def test_the_fast_tier_runs_first_alone_on_every_core_and_certification_last_alo
     assert "-n" not in pytest_argv("py", PHASES["certification"], [])  # one process: it judges speed
 
 
+def test_only_the_slow_tier_runs_in_the_background_niced_and_it_starts_no_container() -> None:
+    background = [p for p in PHASES.values() if p.background]
+    assert [p.name for p in background] == ["slow"]
+    (slow,) = background
+    assert "not integration" in slow.args[-1]  # the certification stage may run beside it
+    assert pytest_argv("py", slow, [])[:4] == ["nice", "-n", "19", "py"]
+    assert pytest_argv("py", PHASES["certification"], [])[0] == "py"
+    assert not any(p.background for p in STAGES[-1])
+
+
 def test_chosen_phases_keep_the_stages_order_and_a_typo_names_the_phases() -> None:
     stages = chosen_stages(["certification", "roles", "slow"])
     assert [[p.name for p in stage] for stage in stages] == [["slow", "roles"], ["certification"]]
     assert chosen_stages(["fast"]) == (STAGES[0],)
     with pytest.raises(
-        ValueError, match="unknown test phase.*rolls.*fast, slow, roles, containers, certification"
+        ValueError,
+        match="unknown test phase.*rolls.*fast, slow, roles, cluster-roles, containers, certification",
     ):
         chosen_stages(["rolls"])
 
@@ -218,3 +231,36 @@ def test_ci_runs_every_phase() -> None:
     assert "invoke test --fast" in text
     (named,) = re.findall(r"invoke test --phases (\S+)", text)
     assert ["fast", *named.split(",")] == list(PHASES)
+
+
+def test_a_background_phase_runs_on_beside_the_next_stage_niced(tmp_path: Path) -> None:
+    # "bg" waits for a file that only the next stage's "later" writes: the run ends only when the
+    # next stage starts without waiting for "bg" (a runner that waited would hang until the timeout).
+    stub = tmp_path / "python"
+    flag = tmp_path / "later-ran"
+    stub.write_text(
+        f"""#!/bin/sh
+case "$*" in
+  *bg*) i=0
+    while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+    [ -e {flag} ] || exit 3
+    echo "niceness $(nice)"; echo "==== 2 passed in 9.00s ===="; exit 0;;
+  *quick*) echo "niceness $(nice)"; echo "==== 1 passed in 0.10s ===="; exit 0;;
+  *later*) touch {flag}; echo "==== 4 passed in 0.20s ===="; exit 0;;
+esac
+"""
+    )
+    stub.chmod(0o755)
+    stages = (
+        (Phase("bg", ("tests/bg",), "waits", background=True), Phase("quick", ("tests/quick",), "ends")),
+        (Phase("later", ("tests/later",), "writes"),),
+    )
+    lines: list[str] = []
+    outcomes = run_stages(str(stub), stages, [], tmp_path, dict(os.environ), lines.append)
+    assert [(o.phase, o.code, o.counts) for o in outcomes] == [
+        ("bg", 0, "2 passed"),
+        ("quick", 0, "1 passed"),
+        ("later", 0, "4 passed"),
+    ]
+    assert "[bg] niceness 19\n" in lines and "[quick] niceness 0\n" in lines
+    assert "[later] ==== 4 passed in 0.20s ====\n" in lines  # told apart: "bg" still ran beside it

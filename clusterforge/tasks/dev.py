@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import replace
 from pathlib import Path
 
 from invoke import Context, task
@@ -20,7 +21,7 @@ from clusterforge.tasks.test_stages import (
     Phase,
     chosen_stages,
     describe,
-    run_stage,
+    run_stages,
     verdict,
 )
 
@@ -53,9 +54,10 @@ def test(
     """Run pytest over tests/ with this venv's Python.
 
     The whole suite (no path, no --marks) runs in stages (clusterforge/tasks/test_stages.py): the
-    fast tier alone on every core; then the slow tier (real tool chains), the container role tests
-    and the other container tests side by side; then the certification suites alone, since they
-    judge speed. Each phase's last line gives its wall time and test counts. `--fast` runs the fast
+    fast tier alone on every core; then the role tests and the other container tests side by side,
+    with the slow tier (real tool chains, no container) niced in the background; then the
+    certification suites with no other container beside them, since they judge speed, while the
+    slow tier goes on. Each phase's last line gives its wall time and test counts. `--fast` runs the fast
     tier only (what to run after every change); `--phases slow,roles` the named phases only.
     Extra pytest arguments go after `--`, e.g. `invoke test --fast -- -k spec -x` (invoke joins
     them with spaces, so pass quoted expressions through --marks). Exits with pytest's code; no
@@ -88,11 +90,10 @@ def test(
 
 def _test_in_stages(extra: list[str], serial: bool, chosen: tuple[tuple[Phase, ...], ...]) -> None:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    stages = [(phase,) for stage in chosen for phase in stage] if serial else chosen
-    outcomes = []
-    for stage in stages:
-        outcomes += run_stage(sys.executable, stage, extra, ROOT, env)
-        sys.stdout.flush()
+    # --serial: one phase at a time, each waited for (a background phase too).
+    stages = [(replace(p, background=False),) for s in chosen for p in s] if serial else chosen
+    outcomes = run_stages(sys.executable, stages, extra, ROOT, env)
+    sys.stdout.flush()
     for outcome in outcomes:
         print(describe(outcome), flush=True)
     code = verdict(outcomes, selects=any(a.startswith(("-k", "--lf", "--deselect")) for a in extra))
