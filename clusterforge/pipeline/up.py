@@ -19,6 +19,7 @@ from clusterforge.node.remote import Runner, node_runner
 from clusterforge.pipeline.certify_stage import CertifyStage, drain_earlier_failures
 from clusterforge.pipeline.context import INVENTORIES, PLAYBOOKS, Options, StackContext, StackPaths
 from clusterforge.pipeline.display import Board
+from clusterforge.pipeline.health_baselines import publish_baselines
 from clusterforge.pipeline.scheduler import BaseStage, NodeProgress, Scheduler, StageResult, Status
 from clusterforge.pipeline.stages import ConfigureStage, ProvisionStage
 from clusterforge.providers import Provider, get_provider
@@ -144,6 +145,9 @@ def run_stages(ctx: StackContext, stages: list[BaseStage], names: list[str], con
         return Outcome(EXIT_INTERRUPTED)
     outcome = Outcome(EXIT_OK, progress, sum(p.changed for p in progress.values()))
     _drain_earlier_failures(ctx, progress, console)
+    published = publish_baselines(ctx, progress)  # only where the spec runs the health loop
+    if published is not None:
+        console.print(published.line, style=None if published.ok else "yellow", highlight=False)
     summary(outcome, ctx, console)
     if outcome.failed:
         outcome.code = EXIT_FAILED
