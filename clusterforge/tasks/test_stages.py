@@ -13,7 +13,8 @@ no other container may share the machine with them: every local node's cgroup we
 healthy nodes 70-87 % under their baseline. The role and other container tests use loose floors or
 none, so they run side by side in the second stage, and the certification suites after them.
 
-The slow tier starts no container. It runs niced (19) in the background from the second stage on,
+The slow tier starts no container. Less the tests that judge this machine's own speed (`workloads`,
+below), it runs niced (19) in the background from the second stage on,
 on the CPU the others leave, and the certification stage does not wait for it: beside the nodes'
 weight a niced process is what the certification's own busy-host tests run beside (a niced busy
 loop per core, tests/integration/stack.py), and both stages leave CPU idle, the nodes being capped
@@ -54,16 +55,24 @@ FAST = "not integration and not slow and not long"
 # The cluster roles' module (one fixture: two converges of a head and two compute nodes, ~920 s
 # in rehearsal 6) is a phase of its own, so that it runs beside the other role tests, not before them.
 CLUSTER_ROLES = "tests/roles/test_cluster_roles.py"
+SLOW = "slow and not integration and not long"
+# Slow tests that run the validators' workloads on this machine and judge their figures by floors (a
+# CPU matmul of at least 1 GFLOP/s): niced beside the container tiers they got a tenth of a core and
+# came under them (rehearsal 7: 0.92 and 0.98 GFLOP/s), so they run un-niced in the second stage.
+WORKLOADS = ("tests/validators", "tests/test_gpu_device_check.py")
 STAGES: tuple[tuple[Phase, ...], ...] = (
     (Phase("fast", ("tests", "-m", FAST), "no container, tool chain or server; every core", "auto"),),
     (
         # Two workers: the tool chains wait on their processes as much as they compute.
         Phase(
             "slow",
-            ("tests", "-m", "slow and not integration and not long"),
+            ("tests", *(f"--ignore={path}" for path in WORKLOADS), "-m", SLOW),
             "real tool chains, niced in the background: the CPU the others leave, through certification",
             "2",
             background=True,
+        ),
+        Phase(
+            "workloads", (*WORKLOADS, "-m", SLOW), "the validators' workloads, judged by floors: not niced"
         ),
         Phase(
             "roles",
