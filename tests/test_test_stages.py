@@ -203,23 +203,35 @@ def test_verdict(codes: tuple[int, ...], selects: bool, expected: int) -> None:
     assert verdict([Outcome(f"p{i}", c, 1.0) for i, c in enumerate(codes)], selects) == expected
 
 
-def test_a_stages_phases_run_at_the_same_time_and_their_lines_are_told_apart(tmp_path: Path) -> None:
-    # A stand-in "python": phase "first" waits for a file that only phase "second" writes, so the
-    # stage can end only when both run at once (a serial runner would hang until the timeout).
-    stub = tmp_path / "python"
-    flag = tmp_path / "second-ran"
+def _stub_python(folder: Path, waiter: tuple[str, Path, str], others: str) -> Path:
+    """A stand-in "python" (a shell script). ``waiter`` = (a phase's name, a flag file, what it does then):
+    that phase polls for the flag up to 30 s (exit 3 without it); ``others`` are the other phases' case arms."""
+    name, flag, then = waiter
+    stub = folder / "python"
     stub.write_text(
         f"""#!/bin/sh
 case "$*" in
-  *first*) i=0
+  *{name}*) i=0
     while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
     [ -e {flag} ] || exit 3
-    echo "saw second"; sleep 0.3; echo "==== 3 passed in 1.00s ===="; exit 0;;
-  *second*) touch {flag}; echo "args $*"; echo "== 1 failed, 2 passed in 0.50s =="; exit 1;;
+    {then};;
+{others}
 esac
 """
     )
     stub.chmod(0o755)
+    return stub
+
+
+def test_a_stages_phases_run_at_the_same_time_and_their_lines_are_told_apart(tmp_path: Path) -> None:
+    # A stand-in "python": phase "first" waits for a file that only phase "second" writes, so the
+    # stage can end only when both run at once (a serial runner would hang until the timeout).
+    flag = tmp_path / "second-ran"
+    stub = _stub_python(
+        tmp_path,
+        ("first", flag, 'echo "saw second"; sleep 0.3; echo "==== 3 passed in 1.00s ===="; exit 0'),
+        f'  *second*) touch {flag}; echo "args $*"; echo "== 1 failed, 2 passed in 0.50s =="; exit 1;;',
+    )
     stage = (Phase("first", ("tests/first",), "waits"), Phase("second", ("tests/second",), "writes"))
     lines: list[str] = []
     outcomes = run_stage(str(stub), stage, ["--durations=5"], tmp_path, dict(os.environ), lines.append)
@@ -246,21 +258,13 @@ def test_ci_runs_every_phase() -> None:
 def test_a_background_phase_runs_on_beside_the_next_stage_niced(tmp_path: Path) -> None:
     # "bg" waits for a file that only the next stage's "later" writes: the run ends only when the
     # next stage starts without waiting for "bg" (a runner that waited would hang until the timeout).
-    stub = tmp_path / "python"
     flag = tmp_path / "later-ran"
-    stub.write_text(
-        f"""#!/bin/sh
-case "$*" in
-  *bg*) i=0
-    while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
-    [ -e {flag} ] || exit 3
-    echo "niceness $(nice)"; echo "==== 2 passed in 9.00s ===="; exit 0;;
-  *quick*) echo "niceness $(nice)"; echo "==== 1 passed in 0.10s ===="; exit 0;;
-  *later*) touch {flag}; echo "==== 4 passed in 0.20s ===="; exit 0;;
-esac
-"""
+    stub = _stub_python(
+        tmp_path,
+        ("bg", flag, 'echo "niceness $(nice)"; echo "==== 2 passed in 9.00s ===="; exit 0'),
+        '  *quick*) echo "niceness $(nice)"; echo "==== 1 passed in 0.10s ===="; exit 0;;\n'
+        f'  *later*) touch {flag}; echo "==== 4 passed in 0.20s ===="; exit 0;;',
     )
-    stub.chmod(0o755)
     stages = (
         (Phase("bg", ("tests/bg",), "waits", background=True), Phase("quick", ("tests/quick",), "ends")),
         (Phase("later", ("tests/later",), "writes"),),
