@@ -60,19 +60,17 @@ def publish_baselines(
     if not loop_enabled(ctx.spec):
         return None
     store = BaselineStore(ctx.spec.stack, ctx.paths.state.parent)
-    if not store.types():
+    files = len(store.types())
+    if not files:
         return None
     heads = [h.name for h in ctx.heads() if h.name in progress and progress[h.name].status is Status.DONE]
     if not heads:
         return None
     head, dest = heads[0], destination(ctx)
     result = run_playbook(ctx, head, store.dir, dest)
-    files = len(store.types())
     if result.host_ok(head):
-        changed = result.hosts[head].changed if head in result.hosts else 0
-        return Published(
-            True, f"baselines: {files} file(s) in {head}:{dest} ({changed} copied, the rest unchanged)"
-        )
+        changed = result.hosts[head].changed if head in result.hosts else 0  # the folder's creation too
+        return Published(True, f"baselines: {files} file(s) in {head}:{dest} ({changed} Ansible change(s))")
     failure = result.failures.get(head)
     why = (
         failure.render() if failure is not None else f"the playbook ended {result.status} (log {result.log})"

@@ -97,7 +97,7 @@ def test_the_baselines_folder_goes_to_the_loops_folder_on_the_head(tmp_path: Pat
     dest = f"{ctx.spec.storage.shared_path}/clusterforge-health/hb/baselines"
     assert play.calls == [("head-001", ctx.paths.state / "baselines", dest)]
     assert published is not None and published.ok
-    assert published.line == f"baselines: 2 file(s) in head-001:{dest} (1 copied, the rest unchanged)"
+    assert published.line == f"baselines: 2 file(s) in head-001:{dest} (1 Ansible change(s))"
 
 
 def test_a_failed_copy_says_the_task_and_the_fix(tmp_path: Path) -> None:
@@ -143,9 +143,9 @@ def test_the_playbook_copies_each_baseline_once_and_keeps_an_older_one(
     assert published is not None and published.ok, published
     assert (dest / "local.json").read_text() == first.read_text()
     assert oct((dest / "local.json").stat().st_mode & 0o777) == "0o644"
-    assert published.line.endswith("(1 copied, the rest unchanged)")
+    assert published.line.endswith("(1 Ansible change(s))")
 
     again = publish_baselines(ctx, _done("head-001"))
-    assert again is not None and again.ok and again.line.endswith("(0 copied, the rest unchanged)")
+    assert again is not None and again.ok and again.line.endswith("(0 Ansible change(s))")
     assert (dest / "retired-type.json").exists()
     assert len(os.listdir(ctx.paths.run)) == 2  # each run's Ansible log, beside the stack's other runs
