@@ -23,7 +23,6 @@ from clusterforge.tasks.test_stages import (
     chosen_stages,
     describe,
     pytest_argv,
-    run_stage,
     run_stages,
     verdict,
 )
@@ -234,7 +233,7 @@ def test_a_stages_phases_run_at_the_same_time_and_their_lines_are_told_apart(tmp
     )
     stage = (Phase("first", ("tests/first",), "waits"), Phase("second", ("tests/second",), "writes"))
     lines: list[str] = []
-    outcomes = run_stage(str(stub), stage, ["--durations=5"], tmp_path, dict(os.environ), lines.append)
+    outcomes = run_stages(str(stub), (stage,), ["--durations=5"], tmp_path, dict(os.environ), lines.append)
     assert [(o.phase, o.code, o.counts) for o in outcomes] == [
         ("first", 0, "3 passed"),
         ("second", 1, "1 failed, 2 passed"),

@@ -34,7 +34,8 @@ class Published:
 
 
 def destination(ctx: StackContext) -> str:
-    return f"{ctx.spec.storage.shared_path}/{STATE_FOLDER}/{ctx.spec.stack}/baselines"
+    """The folder the loop reads: its ``BaselineStore`` under the shared state dir (health/loop/round.py)."""
+    return str(BaselineStore(ctx.spec.stack, root=Path(f"{ctx.spec.storage.shared_path}/{STATE_FOLDER}")).dir)
 
 
 def _run_playbook(ctx: StackContext, head: str, src: Path, dest: str) -> PlaybookResult:

@@ -256,18 +256,6 @@ def run_stages(
                 r.proc.wait()
 
 
-def run_stage(
-    python: str,
-    stage: Sequence[Phase],
-    extra: Sequence[str],
-    cwd: Path,
-    env: dict[str, str],
-    write: Callable[[str], None] = _print,
-) -> list[Outcome]:
-    """Run one stage's phases at the same time (``run_stages`` of that stage alone)."""
-    return run_stages(python, (stage,), extra, cwd, env, write)
-
-
 def describe(outcome: Outcome) -> str:
     state = {0: "passed", PYTEST_NO_TESTS: "collected no tests"}.get(outcome.code, "FAILED")
     counts = f": {outcome.counts}" if outcome.counts else ""
