@@ -54,7 +54,7 @@ def test(
     """Run pytest over tests/ with this venv's Python.
 
     The whole suite (no path, no --marks) runs in stages (clusterforge/tasks/test_stages.py): the
-    fast tier alone on every core; then the role tests and the other container tests side by side,
+    fast tier on every core beside the validators' workloads (no container); then the role tests and the other container tests side by side,
     with the slow tier (real tool chains, no container) niced in the background; then the
     certification suites with no other container beside them, since they judge speed, while the
     slow tier goes on. Each phase's last line gives its wall time and test counts. `--fast` runs the fast

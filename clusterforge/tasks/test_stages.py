@@ -6,7 +6,8 @@ containers (ansible-playbook, torch/gloo, a second Python, Pulumi programs, gpg)
 starts containers (`roles`, `cluster-roles`, `containers`), and the certification suites on the
 shared local stack.
 
-The fast tier runs first, alone: a minute or two to know a change is good. The certification
+The fast tier runs first, beside the validators' workloads only (`workloads`: no container): a minute
+or two to know a change is good. The certification
 suites (tests/integration) judge every node's figures against the fleet and a stored baseline, so
 no other container may share the machine with them: every local node's cgroup weighs as much as
 64 processes (providers/local/share.py), and a run beside the other container suites failed
@@ -14,7 +15,7 @@ healthy nodes 70-87 % under their baseline. The role and other container tests u
 none, so they run side by side in the second stage, and the certification suites after them.
 
 The slow tier starts no container. Less the tests that judge this machine's own speed (`workloads`,
-below), it runs niced (19) in the background from the second stage on,
+first stage), it runs niced (19) in the background from the second stage on,
 on the CPU the others leave, and the certification stage does not wait for it: beside the nodes'
 weight a niced process is what the certification's own busy-host tests run beside (a niced busy
 loop per core, tests/integration/stack.py), and both stages leave CPU idle, the nodes being capped
@@ -57,11 +58,20 @@ FAST = "not integration and not slow and not long"
 CLUSTER_ROLES = "tests/roles/test_cluster_roles.py"
 SLOW = "slow and not integration and not long"
 # Slow tests that run the validators' workloads on this machine and judge their figures by floors (a
-# CPU matmul of at least 1 GFLOP/s): niced beside the container tiers they got a tenth of a core and
-# came under them (rehearsal 7: 0.92 and 0.98 GFLOP/s), so they run un-niced in the second stage.
+# CPU matmul of at least 1 GFLOP/s) or by deadlines (a device not ready within seconds). They run beside
+# the fast tier, never beside a container: every local node's cgroup weighs 64 plain processes
+# (providers/local/share.py), so beside the container tiers they got a tenth of a core niced (rehearsal 7:
+# 0.92 and 0.98 GFLOP/s) and un-niced missed a 2-s readiness deadline (CI, 2026-12-05).
 WORKLOADS = ("tests/validators", "tests/test_gpu_device_check.py")
 STAGES: tuple[tuple[Phase, ...], ...] = (
-    (Phase("fast", ("tests", "-m", FAST), "no container, tool chain or server; every core", "auto"),),
+    (
+        Phase("fast", ("tests", "-m", FAST), "no container, tool chain or server; every core", "auto"),
+        Phase(
+            "workloads",
+            (*WORKLOADS, "-m", SLOW),
+            "the validators' workloads, judged by floors: beside no container",
+        ),
+    ),
     (
         # Two workers: the tool chains wait on their processes as much as they compute.
         Phase(
@@ -70,9 +80,6 @@ STAGES: tuple[tuple[Phase, ...], ...] = (
             "real tool chains, niced in the background: the CPU the others leave, through certification",
             "2",
             background=True,
-        ),
-        Phase(
-            "workloads", (*WORKLOADS, "-m", SLOW), "the validators' workloads, judged by floors: not niced"
         ),
         Phase(
             "roles",

@@ -99,9 +99,9 @@ def test_the_peers_of_a_failed_device_say_they_did_not_start(tmp_path: Path) -> 
 
 
 def test_a_device_stuck_in_setup_is_named_at_the_setup_deadline_and_killed(tmp_path: Path) -> None:
-    result, run = burn(tmp_path, "5=hang-setup", setup=3)
+    result, run = burn(tmp_path, "5=hang-setup", setup=5)
     assert result.status == "fail"
-    assert "device 5: not ready within 3 s (stuck in CUDA init or allocation) (before the start)" in (
+    assert "device 5: not ready within 5 s (stuck in CUDA init or allocation) (before the start)" in (
         result.summary + "\n".join(result.evidence["lines"])
     )
     assert run.leftovers() == []
@@ -128,9 +128,11 @@ def test_a_device_failing_mid_run_stops_the_others(tmp_path: Path) -> None:
 
 
 def test_a_device_hung_mid_run_is_named_after_the_run_deadline(tmp_path: Path) -> None:
-    result, run = burn(tmp_path, "1=hang-run@3", devices=2, setup=2)
+    # A setup grace of seconds, not 2 s: on a busy machine two spawned workers took longer to start
+    # (CI, 2026-12-05: "device 0: not ready within 2 s"); the run deadline is the run plus that grace.
+    result, run = burn(tmp_path, "1=hang-run@3", devices=2, setup=5)
     assert result.status == "fail"
-    assert "device 1: no result 3 s after the start (hung) (during the run)" in (
+    assert "device 1: no result 6 s after the start (hung) (during the run)" in (
         result.summary + "\n".join(result.evidence["lines"])
     )
     assert run.leftovers() == []
