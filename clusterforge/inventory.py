@@ -21,7 +21,7 @@ from clusterforge.ansible.runner import PODMAN_CONNECTION
 from clusterforge.catalog import load_compat, load_hardware
 from clusterforge.catalog.hardware import HardwareCatalog, InstanceType
 from clusterforge.catalog.torch_builds import spec_torch
-from clusterforge.health.loop.render import loop_config, loop_enabled
+from clusterforge.health.loop.render import loop_config, loop_enabled, package_hash
 from clusterforge.journal import write_atomic
 from clusterforge.providers.aws import role_vars as aws_role_vars
 from clusterforge.providers.base import Node
@@ -160,7 +160,11 @@ def slurm_vars(
         **slurm_install_vars(spec, munge_key_file),
     }
     if loop_enabled(spec):  # else nothing: slurm.conf stays byte for byte what it was
-        out.update(slurm_health_loop_enabled=True, slurm_health_loop_config=loop_config(spec, nodes, hw))
+        out.update(
+            slurm_health_loop_enabled=True,
+            slurm_health_loop_config=loop_config(spec, nodes, hw),
+            slurm_health_loop_package_hash=package_hash(),
+        )
     if container:
         # Container nodes: no writable cgroup hierarchy (ENVIRONMENT.md: linuxproc + task/none + cgroup/v1
         # on Slurm 22.05 without cgroup control); slurmd sees the whole machine, so the node lines (each

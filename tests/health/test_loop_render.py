@@ -10,7 +10,7 @@ import pytest
 from clusterforge.catalog import load_hardware
 from clusterforge.certify.fleet.inputs import fleet_inputs
 from clusterforge.health.loop.config import parse_config
-from clusterforge.health.loop.render import fleet_part, loop_config, loop_enabled
+from clusterforge.health.loop.render import fleet_part, loop_config, loop_enabled, package_hash
 from clusterforge.inventory import slurm_vars
 from clusterforge.providers.base import Node
 from clusterforge.spec.loader import load_spec
@@ -45,6 +45,7 @@ def test_an_active_profile_and_shared_storage_turn_it_on(tmp_path: Path) -> None
     hw = load_hardware()
     out = slurm_vars(spec, nodes(), hw, tmp_path / "munge.key")
     assert out["slurm_health_loop_enabled"] is True
+    assert out["slurm_health_loop_package_hash"] == package_hash()  # a changed package converges the head
     cfg = parse_config(out["slurm_health_loop_config"])
     assert sorted(cfg.nodes) == ["node-001", "node-002"] and cfg.nodes["node-001"].identities == ("c-1",)
     assert cfg.state_dir == Path(f"{spec.storage.shared_path}/clusterforge-health")

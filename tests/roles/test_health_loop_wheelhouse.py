@@ -19,6 +19,8 @@ from types import ModuleType
 import pytest
 import yaml
 
+from clusterforge.health.loop.render import package_hash
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "roles" / "slurm" / "files" / "build_wheelhouse.py"
 DISTRIBUTIONS = yaml.safe_load((REPO / "roles" / "slurm" / "defaults" / "main.yml").read_text())[
@@ -103,6 +105,8 @@ def test_the_wheelhouse_installs_with_no_index_and_the_loop_runs_from_it(tmp_pat
     out = tmp_path / "wheelhouse"
     first = _build(package, out)
     assert first["changed"] and first["python_tags"] == [f"cp{sys.version_info[0]}{sys.version_info[1]}"]
+    # the hash the inventory renders for the controller is the wheel's version label
+    assert first["version"].endswith("+" + package_hash(package))
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     again = _build(package, out)  # the same files: the same bytes, nothing changed

@@ -7,7 +7,11 @@ nothing new and its slurm.conf stays byte for byte what it was.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from clusterforge.catalog.hardware import HardwareCatalog
@@ -15,6 +19,27 @@ from clusterforge.health.loop.config import PARTITION, RESERVATION, STATE_FOLDER
 from clusterforge.providers.base import Node
 from clusterforge.providers.local.share import compute_share_label
 from clusterforge.spec.models import ClusterSpec
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the clusterforge package the head installs
+_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache"}
+
+
+@cache
+def package_hash(package_dir: Path = PACKAGE_DIR) -> str:
+    """16 hex of the package's files, as roles/slurm/files/build_wheelhouse.py versions its wheel
+    (``<version>+<this>``). Rendered for the controller, so a changed package changes its inputs'
+    fingerprint and the next `up` converges it (installs the new wheel); once per process."""
+    content = hashlib.sha256()
+    top = package_dir.parent
+    for root, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS)
+        for name in sorted(files):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = Path(root, name)
+            digest = hashlib.sha256(path.read_bytes()).digest()
+            content.update(path.relative_to(top).as_posix().encode() + b"\0" + digest)
+    return content.hexdigest()[:16]
 
 
 def loop_enabled(spec: ClusterSpec) -> bool:
