@@ -1,4 +1,5 @@
-"""What the workstation renders for the loop (pure): whether the spec enables it, and its config.
+"""What the workstation renders for the loop: whether the spec enables it, its config (pure), and the hash
+of the package the controller installs (read from its files, once per process).
 
 Enabled only with ``health.active.profile`` set AND a shared storage path (the jobs' reports and the
 loop's journal live there): a spec without a ``health`` section, like the local stack's, renders
