@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import io
 import json
 import re
 import shutil
@@ -72,7 +73,7 @@ def test_a_repacked_wheel_holds_the_installed_files_and_a_record_of_them() -> No
     bw = _script()
     filename, data, version, tags = bw.repack("PyYAML")
     assert version == importlib.metadata.version("PyYAML") and filename.startswith(f"PyYAML-{version}-")
-    wheel = zipfile.ZipFile(__import__("io").BytesIO(data))
+    wheel = zipfile.ZipFile(io.BytesIO(data))
     names = wheel.namelist()
     assert "yaml/__init__.py" in names and not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert not [n for n in names if n.endswith(("/INSTALLER", "/REQUESTED", "/direct_url.json"))]
