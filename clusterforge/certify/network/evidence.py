@@ -212,7 +212,13 @@ def _judge_passed(
         if node not in ev.good or node in ev.verdicts:
             continue
         own = ev.results[node]
-        failed_with = {r.others for r in own if r.outcome == "fail"}
+        # A failure decided a one-off (it did not recur on retest) counts no more against the partner.
+        failed_with = {
+            r.others
+            for r in own
+            if r.outcome == "fail"
+            and _retest_state([o for o in tries[r.group.key] if o != "unjudged"], rules) != "once"
+        }
         # a partner it both passed and failed with is a disagreement, not a confirmation
         passed_with = {r.others for r in own if r.outcome in ("pass", "warn")} - failed_with
         mine: list[tuple[frozenset[str], str]] = []

@@ -17,7 +17,9 @@ passing pair proves both nodes free of node faults. From round 2 each suspect is
 different known-good node each round until two good partners have judged it: failing with both is a
 node fault (no figure at all: dead); passing with both clears it. A pair that failed although both
 nodes pass with others is a link candidate: it is run again, and a failure that repeats is a link
-fault naming both nodes, one that does not is flaky. With d node faults and a few link faults this
+fault naming both nodes, one that does not is flaky. When no partner is left, a group that failed
+between nodes that never passed anywhere runs once more before they are left undetermined
+(schedule.stalemate_retests): a fault fails again, a passing disturbance does not. With d node faults and a few link faults this
 takes 3 rounds, 4 when a link is retested (benchmarks/isolate.py), at N >= 64 and d <= 16. While
 few nodes still need a test (a small fleet with many faults, good partners scarce) the round is
 chosen by looking one round ahead over the fault hypotheses (isolate_search.py); at N = 8 with
@@ -44,7 +46,7 @@ from clusterforge.certify.network.model import (
     TestGroup,
 )
 from clusterforge.certify.network.reasons import fig, one_line
-from clusterforge.certify.network.schedule import plan_round
+from clusterforge.certify.network.schedule import plan_round, stalemate_retests
 
 __all__ = [
     "IsolationResult",
@@ -101,6 +103,8 @@ class Planner:
             return None
         ev = self._evidence()
         groups = plan_round(ev, self.nodes, self.known_good, self.topology, self.round + 1, self.rules)
+        if not groups:  # no partner left: a failure nobody can attribute is run again first
+            groups = stalemate_retests(ev, self._records, self.rules, self.round + 1)
         if not groups:
             self._done = True
             return None
@@ -190,12 +194,13 @@ class Planner:
             )
         if len(self.nodes) == 2 and not self.known_good and results and 2 in ev.references:
             other = next(n for n in self.nodes if n != node)
-            r = results[0]
+            figures = [r.figure for r in results if r.figure is not None]
+            runs = f" (best of {len(results)} runs)" if len(results) > 1 else ""
             return NodeVerdict(
                 node,
                 "undetermined",
                 one_line(
-                    f"{check}: {fig(r.figure, self.rules.unit)} with {other}, reference "
+                    f"{check}: {fig(max(figures) if figures else None, self.rules.unit)}{runs} with {other}, reference "
                     f"{ev.reference_text(2, self.rules.unit)}: cannot tell which of the two is at fault without a "
                     "third, known-good node (Planner known_good)"
                 ),

@@ -143,3 +143,37 @@ def _greedy(
         else:
             unpaired.append(node)
     return unpaired
+
+
+def stalemate_retests(
+    ev: Evidence,
+    records: Sequence[tuple[TestGroup, float | None]],
+    rules: IsolationRules,
+    round_no: int,
+) -> list[TestGroup]:
+    """When no partner is left: run again (`retries` times) each group that failed under the
+    reference between nodes that never passed anywhere, before they are left undetermined.
+
+    Without a third, known-good node one failing pair cannot say which node is at fault, and a
+    single figure cannot tell a fault from a passing disturbance (cross traffic, a busy host).
+    A fault fails again; a pass makes both nodes good, and the first failure is then retested as
+    a link candidate (evidence.py) until it recurs or proves a one-off. Hung groups (no figure)
+    are not run again: each try costs the job's whole deadline.
+    """
+    tries: dict[frozenset[str], list[float | None]] = defaultdict(list)
+    groups: dict[frozenset[str], TestGroup] = {}
+    for group, figure in records:
+        tries[group.key].append(figure)
+        groups.setdefault(group.key, group)
+    busy: set[str] = set()
+    out: list[TestGroup] = []
+    for key, figures in tries.items():
+        ref = ev.references.get(groups[key].size)
+        if ref is None or len(figures) >= 1 + rules.retries or key & busy:
+            continue
+        if key & ev.good or any(n in ev.verdicts for n in key):
+            continue
+        if all(f is not None and f < ref.value * (1 - rules.fail_gap) for f in figures):
+            out.append(TestGroup(groups[key].nodes, round_no, "retest"))
+            busy |= key
+    return out
