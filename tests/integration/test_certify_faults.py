@@ -5,15 +5,16 @@ and the verdicts must survive a busy machine, as CI machines are: the fault test
 busy loop per core on the host (``busy_host``), and so does the last healthy certification.
 
 The shared stack's first `up` certified the healthy stack and recorded the fleet's baseline
-(test_local_stack.py's first test holds that; a second certification on a busy host is `long`). Then a node at two
-thirds of its share is certified with the healthy others on a busy host: only it is drained, with
-its figure against the reference. Then three faults at once, one per node: each node is drained
-with its own check's reason. Then each test injects one real fault into one node and certifies it
-(judged against the stored baseline; the network check borrows certified idle nodes as known-good
-partners): exactly that node must be drained, with a reason naming the check and its figure against
-the reference, and every other node must be idle and out of the hold. Each test undoes its fault in
-the end; the nodes it drained are certified again by the next test's run, beside that test's
-faulted node, so every run also shows repaired nodes admitted again.
+(test_local_stack.py's first test holds that; a second certification on a busy host is `long`).
+In CI then: three faults at once, one per node, each node drained with its own check's reason; then
+a node at two thirds of its share certified with the others, repaired, on a busy host: only it is
+drained, with its figure against the reference, and the repaired nodes are admitted again. The
+`long` tests inject one real fault into one node each and certify it (judged against the stored
+baseline; the network check borrows certified idle nodes as known-good partners): exactly that node
+must be drained, with a reason naming the check and its figure against the reference, and every
+other node must be idle and out of the hold. Each test undoes its fault in the end; the nodes it
+drained are certified again by the next test's run, beside that test's faulted node, so every run
+also shows repaired nodes admitted again.
 
 Faults (ENVIRONMENT.md says how each was tried here): a CPU cap (`podman update --cpus`, two thirds of the node's share, then its share again); a
 pinned package removed (`dpkg --remove --force-depends`); a pinned package's hold removed;
@@ -91,7 +92,7 @@ def busy_host() -> Iterator[None]:
 
 
 # `long` since 2026-12-05, for CI's hour: the healthy half on a busy host is asserted in CI by the
-# two-thirds test (the three healthy nodes admitted beside the capped one) and the storage test;
+# two-thirds test (the two repaired nodes admitted beside the capped one);
 # the shares and the baseline's metrics by test_local_stack.py's first test.
 @pytest.mark.long
 def test_the_healthy_stack_is_certified_again_on_a_busy_host(local_stack: Stack) -> None:
@@ -104,34 +105,6 @@ def test_the_healthy_stack_is_certified_again_on_a_busy_host(local_stack: Stack)
         run = local_stack.cf("certify")
     assert run.returncode == 0, "the healthy stack's second certification failed a node"
     assert_serving(local_stack, COMPUTE)
-
-
-# The local gaps come from the spread measured with fixed shares (matmul fail 25 %, worst healthy
-# gap 11.4 % beside un-niced loops): a node at two thirds of its share (~33 % under) fails.
-# The idle-host variant is `long` (passed here before 2026-12-05): CI's time has room for the busy one.
-@pytest.mark.parametrize(
-    ("node", "busy"),
-    [
-        pytest.param("node-002", False, id="idle", marks=pytest.mark.long),
-        pytest.param("node-003", True, id="busy"),
-    ],
-)
-def test_a_node_at_two_thirds_of_its_share_is_drained_and_the_healthy_others_admitted(
-    local_stack: Stack, node: str, busy: bool
-) -> None:
-    # The whole stack in one run, on an idle and on a busy host: the capped node is judged beside the
-    # healthy others (its matmul ~33 % under them, outside the catalogue's 25 % fail gap) and only it
-    # is drained; the busy run also re-certifies the node the idle run drained.
-    share = share_cpus(local_stack, node)
-    podman("update", "--cpus", f"{share * 2 / 3:.3f}", container(local_stack, node))
-    try:
-        with background_load() if busy else nullcontext():
-            run = local_stack.cf("certify")
-    finally:
-        podman("update", "--cpus", f"{share:g}", container(local_stack, node))  # its share again
-    assert run.returncode == 1
-    reason = drained_alone(local_stack, node)
-    assert PERF_REASON.match(reason) or NODE_FAULT_REASON.match(reason), reason
 
 
 @contextmanager
@@ -180,11 +153,12 @@ def test_three_faults_on_three_nodes_each_drain_their_node_with_its_own_reason(
 ) -> None:
     # One run, one fault per node: a failure on one node never hides or replaces another's, and
     # each node's reason names its own check (the single-fault tests below, `long`, show each with
-    # the healthy others admitted; the two-thirds and storage tests show that half in CI).
+    # the healthy others admitted; the two-thirds test after it shows that half in CI). Storage
+    # throttled here rather than in a run of its own: one certification less in CI's hour.
     with (
         nondeterministic_compute(local_stack, "node-003"),
         hold_removed(local_stack, "node-001"),
-        corrupted_checkpoint(local_stack, "node-002"),
+        throttled_writes(local_stack, "node-002"),
     ):
         run = certify_with_repaired(local_stack, *COMPUTE)
     assert run.returncode == 1
@@ -192,8 +166,8 @@ def test_three_faults_on_three_nodes_each_drain_their_node_with_its_own_reason(
     assert all(states[n][0] == "drained" for n in COMPUTE), states
     assert_reason(states["node-003"][1], NONDETERMINISTIC)
     assert_reason(states["node-001"][1], HOLD_REMOVED)
-    assert_reason(states["node-002"][1], CORRUPTED)
-    # All three stay drained: the next test certifies them again beside its own fault.
+    assert_slow_storage(states["node-002"][1])
+    # All three stay drained: the two-thirds test certifies them again, repaired, beside its capped node.
 
 
 @pytest.mark.long
@@ -250,16 +224,59 @@ def _throttle_writes(stack: Stack, node: str, rate: int | None) -> None:
         limit.write_text(f"{disk} {rate or 0}")
 
 
-def test_slow_shared_storage_writes_on_one_node_are_drained(local_stack: Stack, busy_host: None) -> None:
-    _throttle_writes(local_stack, "node-003", 4 << 20)  # 4 MiB/s; healthy writes are 100s of MB/s
+@contextmanager
+def throttled_writes(stack: Stack, node: str) -> Iterator[None]:
+    """``node``'s shared-storage writes at 4 MiB/s for the block; healthy writes are 100s of MB/s."""
+    _throttle_writes(stack, node, 4 << 20)
     try:
-        run = certify_with_repaired(local_stack, "node-003")
+        yield
     finally:
-        _throttle_writes(local_stack, "node-003", None)
-    assert run.returncode == 1
-    reason = drained_alone(local_stack, "node-003")
+        _throttle_writes(stack, node, None)
+
+
+def assert_slow_storage(reason: str) -> None:
     assert reason.startswith(("clusterforge: shared-storage: ", "clusterforge: checkpoint-restart: ")), reason
     assert PERF_REASON.match(reason) or " x plain sequential " in reason, reason
+
+
+# `long` since 2026-12-06: its fault is in CI as the three-faults test's node-002 (CI's hour). CI of
+# that day failed it once on the other half: the two repaired nodes, left to test each other alone,
+# measured 0.267 GB/s against the 0.46 baseline; a failing pair with no third node now runs again.
+@pytest.mark.long
+def test_slow_shared_storage_writes_on_one_node_are_drained(local_stack: Stack, busy_host: None) -> None:
+    with throttled_writes(local_stack, "node-003"):
+        run = certify_with_repaired(local_stack, "node-003")
+    assert run.returncode == 1
+    assert_slow_storage(drained_alone(local_stack, "node-003"))
+
+
+# The local gaps come from the spread measured with fixed shares (matmul fail 25 %, worst healthy
+# gap 11.4 % beside un-niced loops): a node at two thirds of its share (~33 % under) fails.
+# The idle-host variant is `long` (passed here before 2026-12-05): CI's time has room for the busy one.
+# After the three-faults test: its repaired nodes are certified again here, and must be admitted.
+@pytest.mark.parametrize(
+    ("node", "busy"),
+    [
+        pytest.param("node-002", False, id="idle", marks=pytest.mark.long),
+        pytest.param("node-003", True, id="busy"),
+    ],
+)
+def test_a_node_at_two_thirds_of_its_share_is_drained_and_the_healthy_others_admitted(
+    local_stack: Stack, node: str, busy: bool
+) -> None:
+    # The whole stack in one run, on an idle and on a busy host: the capped node is judged beside the
+    # healthy others (its matmul ~33 % under them, outside the catalogue's 25 % fail gap) and only it
+    # is drained; the busy run also re-certifies the node the idle run drained.
+    share = share_cpus(local_stack, node)
+    podman("update", "--cpus", f"{share * 2 / 3:.3f}", container(local_stack, node))
+    try:
+        with background_load() if busy else nullcontext():
+            run = local_stack.cf("certify")
+    finally:
+        podman("update", "--cpus", f"{share:g}", container(local_stack, node))  # its share again
+    assert run.returncode == 1
+    reason = drained_alone(local_stack, node)
+    assert PERF_REASON.match(reason) or NODE_FAULT_REASON.match(reason), reason
 
 
 # `long` since 2026-12-05: CI of that day failed it in `up`'s re-certification of the repaired node,
