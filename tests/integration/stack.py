@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,19 +105,27 @@ def assert_serving(stack: Stack, nodes: tuple[str, ...] | list[str]) -> None:
     assert "clusterforge_cert" not in stack.reservations()  # nobody left in the hold
 
 
-def bring_up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Up a 3-compute-node stack (asserting every node certified and idle); down it at the end."""
+def bring_up(
+    tmp_path_factory: pytest.TempPathFactory,
+    compute: int = len(COMPUTE),
+    prefix: str = "it",
+    edit: Callable[[dict], None] | None = None,
+) -> Iterator[Stack]:
+    """Up a stack of ``compute`` compute nodes (asserting every node certified and idle), its spec
+    stacks/local.yaml changed by ``edit``; down it at the end."""
     from clusterforge.providers.local.engine import detect_engine
     from tests.fixtures.nodes import _free_cidr  # the provider fixtures' free-subnet finder
 
-    tmp_path = tmp_path_factory.mktemp("local-stack")
-    name = f"it{os.getpid()}"
+    tmp_path = tmp_path_factory.mktemp(f"local-stack-{prefix}")
+    name = f"{prefix}{os.getpid()}"
     spec = yaml.safe_load((ROOT / "stacks" / "local.yaml").read_text())
     spec["stack"] = name
     spec["provider"]["network_cidr"] = str(_free_cidr(detect_engine("podman")))
     for pool in spec["node_pools"]:
         if pool["role"] == "gpu":
-            pool["count"] = len(COMPUTE)
+            pool["count"] = compute
+    if edit is not None:
+        edit(spec)
     spec_file = tmp_path / f"{name}.yaml"
     spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
     env = dict(os.environ, CLUSTERFORGE_STATE_DIR=str(tmp_path / "state"))
