@@ -16,14 +16,23 @@ from clusterforge.health.state import HealthInputs
 from clusterforge.slurm.parse import SinfoNode
 
 PREFIX = "clusterforge: "
-# The passive check's reasons (validators/passive.py): clusterforge: <check>: <evidence>.
-PASSIVE_CHECKS = ("xid", "ecc", "row-remap", "retired-pages", "throttle", "link")
+# The passive check's reasons (validators/passive.py): clusterforge: <check>: <evidence>. The node's
+# HealthCheckProgram (roles/slurm/templates/clusterforge-healthcheck.py.j2) drains with those, or after
+# its quick certification checks with ``clusterforge: healthcheck: <check>: <evidence>`` (seen on the
+# local stack's real Slurm: a lost hold drained by it before the loop's own check came back).
+PASSIVE_CHECKS = ("xid", "ecc", "row-remap", "retired-pages", "throttle", "link", "healthcheck")
 
 
 def passive_reason(reason: str) -> bool:
     if not reason.startswith(PREFIX):
         return False
     return reason[len(PREFIX) :].split(":", 1)[0].strip() in PASSIVE_CHECKS
+
+
+def passive_check(reason: str) -> str:
+    """The check a passive drain names: ``xid``, or for the health check's own ``software-versions``."""
+    parts = [p.strip() for p in reason.removeprefix(PREFIX).split(":")]
+    return parts[1] if parts[0] == "healthcheck" and len(parts) > 2 else parts[0]
 
 
 def with_slurm(inputs: HealthInputs, sinfo: Mapping[str, SinfoNode], now: float) -> HealthInputs:

@@ -300,6 +300,39 @@ def test_the_passive_checks_drain_is_one_strike_and_is_recertified(tmp_path: Pat
     assert [j.reservation for j in head.health_jobs("node-004")] == ["clusterforge_health"]
 
 
+def test_the_health_checks_drain_beside_the_loops_own_failure_is_one_strike(
+    tmp_path: Path, clock: Clock
+) -> None:
+    # Real Slurm on the local stack (tests/integration/test_health_loop_stack.py): a lost hold failed the
+    # loop's check, and the node's HealthCheckProgram drained it with its own reason before the round
+    # that read the result. One fault, one strike; the node is the loop's to re-certify.
+    cfg, head = config(tmp_path, active={"profile": "quick", "every": "12h", "max_nodes": 1}), FakeHead(NODES)
+    round_(cfg, head, clock)
+    head.finish("node-001", passed=False, reason="clusterforge: software-versions: slurmd: not held")
+    head.nodes["node-001"].update(
+        drain=True, reason="clusterforge: healthcheck: software-versions: slurmd: not held"
+    )
+    round_(cfg, head, clock)
+    round_(cfg, head, clock)
+    strikes = Journal(cfg.stack, root=cfg.state_dir).section(HEALTH_STRIKES)
+    assert [s["node"] for s in strikes] == ["node-001"], strikes  # the loop's failure; the drain adds none
+    assert [j.reservation for j in head.health_jobs("node-001")][-1:] == ["clusterforge_health"]
+
+
+def test_a_drain_by_the_health_checks_own_checks_is_one_strike_named_by_its_check(
+    tmp_path: Path, clock: Clock
+) -> None:
+    cfg, head = config(tmp_path, active={"profile": "quick", "every": "12h", "max_nodes": 1}), FakeHead(NODES)
+    head.nodes["node-004"].update(
+        drain=True, reason="clusterforge: healthcheck: software-versions: slurmd: not held"
+    )
+    round_(cfg, head, clock)
+    round_(cfg, head, clock)
+    strikes = Journal(cfg.stack, root=cfg.state_dir).section(HEALTH_STRIKES)
+    assert [s["check"] for s in strikes] == ["software-versions"]
+    assert [j.reservation for j in head.health_jobs("node-004")] == ["clusterforge_health"]
+
+
 def test_fleet_judging_fails_the_slow_node_with_the_same_reason(tmp_path: Path, clock: Clock) -> None:
     cfg, head = config(tmp_path), FakeHead(NODES)
     round_(cfg, head, clock)

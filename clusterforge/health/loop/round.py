@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from clusterforge.certify.fleet.baseline import BaselineStore
-from clusterforge.health.live import passive_reason
+from clusterforge.health.live import passive_check, passive_reason
 from clusterforge.health.loop.config import LoopConfig
 from clusterforge.health.loop.inputs import loop_inputs
 from clusterforge.health.loop.judge import Outcome, read_outcomes
@@ -178,9 +178,11 @@ class Round:
         sinfo = self.adm.nodes()
         jobs = {n: j for n, j in self._jobs().items() if n in self.config.nodes}
         self._adopt(jobs)
-        self._passive(sinfo)
+        # The loop's own results first: a node its check failed and the node's health check drained
+        # too (each found the same fault) is one failure, one strike (_passive skips a failed node).
         if self._collect(jobs):
             sinfo = self.adm.nodes()
+        self._passive(sinfo)
         now = self.now()
         inputs = loop_inputs(self.config, self.journal.nodes, self.journal.sections, sinfo, now)
         plan = health_plan(self.config.health, inputs, now)
@@ -278,14 +280,15 @@ class Round:
         self.log("failed", node, kind=kind, reason=out.reason)
 
     def _passive(self, sinfo: dict[str, SinfoNode]) -> None:
-        """A drain by the node's passive check is a failure of the loop's record, counted once."""
+        """A drain by the node's passive check is a failure of the loop's record, counted once: a node
+        already failed (since its last pass) is the same incident, not a second strike."""
         for node, sn in sinfo.items():
             if node not in self.config.nodes or not (sn.drained and passive_reason(sn.reason)):
                 continue
             rec = self.journal.nodes[node]
-            if rec.verdict == "fail" and rec.reason == sn.reason:
+            if rec.verdict == "fail":
                 continue
-            check = sn.reason.removeprefix("clusterforge: ").split(":", 1)[0]
+            check = passive_check(sn.reason)
             self._fail(node, Outcome(node, "fail", _iso(self.now()), sn.reason, check), "passive", "")
 
     def _ours(self, node: str, sn: SinfoNode | None, held: set[str]) -> bool:
