@@ -45,6 +45,22 @@ def test_a_nodes_matmul_figure_is_its_worst_device_and_the_median_is_not_judged_
     assert set(figures) == {"matmul-burnin.rate", "shared-storage.write_rate", "shared-storage.read_rate"}
 
 
+def test_cpu_workers_matmul_figure_is_their_median_not_the_slowest_worker() -> None:
+    # Local stack, 2026-12-06: a healthy node certified alone, its two workers 24.4 and 30.1 GFLOP/s
+    # (the check's own threshold keys say CPU workers, which time-share the node's cores).
+    check = report("n1", matmul=[24.432, 30.102])["checks"][0]
+    check["threshold"] = {"matmul.cpu_median_gap_pct": {"value": 50.0, "unit": "%"}}
+    check["metrics"]["rate_median"]["value"] = 27.267
+    check["metrics"]["rate_with_check_median"] = {"value": 22.815, "unit": "GFLOP/s"}
+    figures = {f.metric: f for f in check_figures(check)}
+    assert figures["matmul-burnin.rate"].value == 27.267
+    assert figures["matmul-burnin.rate"].detail == "median of the workers"
+    assert figures["matmul-burnin.rate_with_check_median"].value == 22.815  # a node figure, judged as before
+    # GPUs: one bad GPU is a bad node, whatever the median
+    check["threshold"] = {"matmul.median_gap_pct": {"value": 7.0, "unit": "%"}}
+    assert {f.metric: f for f in check_figures(check)}["matmul-burnin.rate"].value == 24.432
+
+
 def test_multi_node_counts_derived_and_malformed_metrics_are_not_figures() -> None:
     gloo_peers = {
         "id": "gloo-allreduce",
@@ -97,14 +113,11 @@ def test_multi_node_counts_derived_and_malformed_metrics_are_not_figures() -> No
 def test_figures_of_a_real_validators_report(case: str) -> None:
     data = json.loads((CAPTURED / f"{case}.json").read_text())
     figures = report_figures(data)
-    devices = {
-        k: v["value"]
-        for c in data["checks"]
-        if c["id"] == "matmul-burnin"
-        for k, v in c["metrics"].items()
-        if k.startswith("rate_device_")
-    }
-    assert figures["matmul-burnin.rate"].value == min(devices.values())
+    (burnin,) = [c for c in data["checks"] if c["id"] == "matmul-burnin"]
+    devices = {k: v["value"] for k, v in burnin["metrics"].items() if k.startswith("rate_device_")}
+    cpu = any(k.startswith("matmul.cpu_") for k in burnin["threshold"])  # CPU workers: their median
+    expected = burnin["metrics"]["rate_median"]["value"] if cpu else min(devices.values())
+    assert figures["matmul-burnin.rate"].value == expected
     assert {"gloo-allreduce.busbw", "shared-storage.write_rate", "shared-storage.read_rate"} <= set(figures)
     assert {"checkpoint-restart.ckpt_write_rate", "checkpoint-restart.ckpt_read_rate"} <= set(figures)
     assert not any(m.endswith(("algbw", "rate_median", "plain_write_rate", "ratio")) for m in figures)
