@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 
-from clusterforge.certify.network.evidence import Evidence
+from clusterforge.certify.network.evidence import Evidence, judge_figure
 from clusterforge.certify.network.model import IsolationRules, Purpose, TestGroup
 from clusterforge.certify.network.search import search_round
 
@@ -173,7 +173,7 @@ def stalemate_retests(
             continue
         if key & ev.good or any(n in ev.verdicts for n in key):
             continue
-        if all(f is not None and f < ref.value * (1 - rules.fail_gap) for f in figures):
+        if all(judge_figure(f, ref, rules) == "fail" for f in figures):  # a hung try is "none"
             out.append(TestGroup(groups[key].nodes, round_no, "retest"))
             busy |= key
     return out
