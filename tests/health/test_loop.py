@@ -288,15 +288,23 @@ def test_a_failure_recorded_before_a_kill_is_one_strike(tmp_path: Path, clock: C
     assert head.nodes["node-001"]["drain"]
 
 
-def test_the_passive_checks_drain_is_one_strike_and_is_recertified(tmp_path: Path, clock: Clock) -> None:
+@pytest.mark.parametrize(
+    ("reason", "check"),
+    [
+        ("clusterforge: xid: Xid 79 x40 on 0000:44:00 (node fault)", "xid"),
+        # the HealthCheckProgram's quick checks drain with their own prefix, named by the check
+        ("clusterforge: healthcheck: software-versions: slurmd: not held", "software-versions"),
+    ],
+)
+def test_the_passive_checks_drain_is_one_strike_and_is_recertified(
+    tmp_path: Path, clock: Clock, reason: str, check: str
+) -> None:
     cfg, head = config(tmp_path, active={"profile": "quick", "every": "12h", "max_nodes": 1}), FakeHead(NODES)
-    head.nodes["node-004"].update(
-        drain=True, reason="clusterforge: xid: Xid 79 x40 on 0000:44:00 (node fault)"
-    )
+    head.nodes["node-004"].update(drain=True, reason=reason)
     round_(cfg, head, clock)
     round_(cfg, head, clock)
     strikes = Journal(cfg.stack, root=cfg.state_dir).section(HEALTH_STRIKES)
-    assert [s["check"] for s in strikes] == ["xid"]
+    assert [s["check"] for s in strikes] == [check]
     assert [j.reservation for j in head.health_jobs("node-004")] == ["clusterforge_health"]
 
 
@@ -317,20 +325,6 @@ def test_the_health_checks_drain_beside_the_loops_own_failure_is_one_strike(
     strikes = Journal(cfg.stack, root=cfg.state_dir).section(HEALTH_STRIKES)
     assert [s["node"] for s in strikes] == ["node-001"], strikes  # the loop's failure; the drain adds none
     assert [j.reservation for j in head.health_jobs("node-001")][-1:] == ["clusterforge_health"]
-
-
-def test_a_drain_by_the_health_checks_own_checks_is_one_strike_named_by_its_check(
-    tmp_path: Path, clock: Clock
-) -> None:
-    cfg, head = config(tmp_path, active={"profile": "quick", "every": "12h", "max_nodes": 1}), FakeHead(NODES)
-    head.nodes["node-004"].update(
-        drain=True, reason="clusterforge: healthcheck: software-versions: slurmd: not held"
-    )
-    round_(cfg, head, clock)
-    round_(cfg, head, clock)
-    strikes = Journal(cfg.stack, root=cfg.state_dir).section(HEALTH_STRIKES)
-    assert [s["check"] for s in strikes] == ["software-versions"]
-    assert [j.reservation for j in head.health_jobs("node-004")] == ["clusterforge_health"]
 
 
 def test_fleet_judging_fails_the_slow_node_with_the_same_reason(tmp_path: Path, clock: Clock) -> None:
