@@ -42,7 +42,10 @@ def main() -> int:
         cfg = parse_config(
             {
                 "stack": "bench",
-                "health": {"active": {"profile": "quick", "every": "1s", "max_nodes": "10%"}},
+                "health": {
+                    "active": {"profile": "quick", "every": "1s", "max_nodes": "10%"},
+                    "remediation": {"recertify_retry": "1s"},
+                },
                 "state_dir": tmp,
                 "active_suite": "quick",
                 "provider": "aws",
@@ -50,7 +53,6 @@ def main() -> int:
                     n: {"pool": "gpu", "instance_type": "p5.48xlarge", "identities": [f"i-{n}"]}
                     for n in names
                 },
-                "recertify_retry_s": 0,
             }
         )
         head = FakeHead(names)

@@ -86,6 +86,15 @@ class Remediation(_Strict):
         description="flag: keep the lemon drained and flag it for RMA (nothing is replaced); replace: "
         "`invoke replace` it where the provider can, else flag",
     )
+    recertify_retry: Duration = Field(
+        "1h",
+        pattern=_DURATION,
+        description="A failed re-certification is tried again after this (each failure is a strike)",
+    )
+
+    @property
+    def recertify_retry_s(self) -> int:
+        return duration_seconds(self.recertify_retry)
 
 
 class Health(_Strict):

@@ -47,7 +47,6 @@ def config(tmp_path: Path, **health: Any) -> LoopConfig:
             "active_suite": "quick",
             "provider": "local",
             "nodes": {n: {"pool": "gpu", "instance_type": "local", "identities": [f"c-{n}"]} for n in NODES},
-            "recertify_retry_s": 3600,
         }
     )
 
@@ -160,7 +159,7 @@ def test_fail_drain_recertify_and_return_only_on_a_pass(tmp_path: Path, clock: C
         "clusterforge_health" not in head.reservations
         or "node-001" not in head.reservations["clusterforge_health"]
     )
-    assert round_(cfg, head, clock).recertifying == []  # a failed re-certification waits recertify_retry_s
+    assert round_(cfg, head, clock).recertifying == []  # a failed re-certification waits recertify_retry (1h)
     clock.advance(HOUR + 1)
     assert round_(cfg, head, clock).recertifying == ["node-001"]
     head.finish("node-001", passed=True)
@@ -172,6 +171,23 @@ def test_fail_drain_recertify_and_return_only_on_a_pass(tmp_path: Path, clock: C
     assert steps(cfg, "node-001") == [
         "submitted", "failed", "drained", "submitted", "failed", "drained", "submitted", "passed", "returned",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("policy", "waits"), [({}, HOUR), ({"pools": {"gpu": {"recertify_retry": "10m"}}}, 600.0)])
+def test_a_failed_recertification_is_tried_again_after_the_pools_retry(
+    tmp_path: Path, clock: Clock, policy: dict[str, Any], waits: float
+) -> None:
+    cfg, head = config(tmp_path, **policy), FakeHead(NODES)
+    round_(cfg, head, clock)
+    head.finish("node-001", passed=False, reason="x")
+    round_(cfg, head, clock)  # drained
+    assert round_(cfg, head, clock).recertifying == ["node-001"]
+    head.finish("node-001", passed=False, reason="y")
+    round_(cfg, head, clock)  # failed again: waits the pool's retry, not the default's
+    clock.advance(waits - 5)
+    assert round_(cfg, head, clock).recertifying == []
+    clock.advance(10)
+    assert round_(cfg, head, clock).recertifying == ["node-001"]
 
 
 def test_a_recertification_passed_with_a_lesser_suite_does_not_return(tmp_path: Path, clock: Clock) -> None:

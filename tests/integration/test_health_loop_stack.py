@@ -190,7 +190,7 @@ def _the_loop(stack: Stack, loop: Loop) -> None:
     # 4. A lost hold, left in place: found by the loop's check or the node's health check (either may come
     # first: one strike), then failed re-certifications: three strikes in the window make a lemon.
     loop.sh("sh", "-c", f"python3 - <<'EOF'\nimport json\np = '{CONFIG}'\nc = json.load(open(p))\n"
-            "c['recertify_retry_s'] = 0\njson.dump(c, open(p, 'w'))\nEOF")  # fmt: skip  # each round retries
+            "c['health']['remediation']['recertify_retry'] = '1s'\njson.dump(c, open(p, 'w'))\nEOF")  # fmt: skip  # each round retries
     old_id = _provider_id(stack, "node-002")
     stack.node("node-002", "apt-mark", "unhold", "slurmd")
     time.sleep(61)

@@ -49,7 +49,6 @@ class LoopConfig:
     validators: tuple[str, ...] = ("/usr/local/bin/clusterforge-validators",)
     node_config: str = "/etc/clusterforge/node.json"  # NODE.json on every compute node
     time_limit_min: int = 60
-    recertify_retry_s: int = 3600  # a failed re-certification is tried again after this
     replace_hook: tuple[str, ...] = ()  # argv run on the head with the node name appended; () -> flag only
     textfile_dir: str = ""  # node_exporter's textfile folder ("" -> no metrics)
     fleet: Mapping[str, Any] = field(default_factory=dict)  # overrides, versions, across_versions, shares
@@ -95,7 +94,6 @@ def parse_config(data: Mapping[str, Any], where: str = "config") -> LoopConfig:
             validators=tuple(data.get("validators") or LoopConfig.validators),
             node_config=str(data.get("node_config") or LoopConfig.node_config),
             time_limit_min=int(data.get("time_limit_min") or 60),
-            recertify_retry_s=int(data.get("recertify_retry_s", 3600)),
             replace_hook=tuple(str(a) for a in data.get("replace_hook") or ()),
             textfile_dir=str(data.get("textfile_dir") or ""),
             fleet=dict(data.get("fleet") or {}),

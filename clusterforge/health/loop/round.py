@@ -334,7 +334,8 @@ class Round:
                 last_fail = epoch(rec.certified_at) or 0.0
                 if d.node in jobs:
                     continue
-                if rec.failed_stage == "health-recertify" and now - last_fail < self.config.recertify_retry_s:
+                retry_s = self.config.health.remediation_for(self.config.nodes[d.node].pool).recertify_retry_s
+                if rec.failed_stage == "health-recertify" and now - last_fail < retry_s:
                     continue  # a failed re-certification is tried again later, not every round
                 if sn is None or not sn.responding:
                     self.result.waiting.append(d.node)
