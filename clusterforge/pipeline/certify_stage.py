@@ -252,14 +252,17 @@ class CertifyStage(BaseStage):
         run's reports only; it never changes a verdict."""
         ctx = self.ctx
         try:
+            from clusterforge.health.history import node_history
             from clusterforge.reports import write_run_html
 
+            history = node_history(ctx.spec, ctx.journal.nodes, ctx.journal.sections, time.time())
             write_run_html(
                 ctx.paths.reports,
                 ctx.paths.reports / "report.html",
                 stack=ctx.spec.stack,
                 nodes=nodes,
                 run_ids=dict(self._runs),
+                history=history,
             )
         except (OSError, ImportError, ValueError) as exc:
             for name in nodes:

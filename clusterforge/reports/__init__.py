@@ -97,9 +97,11 @@ def write_run_html(
     title: str | None = None,
     nodes: Iterable[str] | None = None,
     run_ids: Mapping[str, str] | None = None,
+    history: Mapping[str, str] | None = None,
 ) -> Path:
     """Render the reports under ``reports_dir`` to ``out`` (atomically); returns ``out``.
-    ``stack`` defaults to the folder above reports_dir (``.clusterforge/<stack>/reports``)."""
+    ``stack`` defaults to the folder above reports_dir (``.clusterforge/<stack>/reports``);
+    ``history``: node -> its incident line (render_run_pages)."""
     reports_dir, out = Path(reports_dir), Path(out)
     reports = read_reports(reports_dir, nodes, run_ids)
     name = stack or reports_dir.resolve().parent.name
@@ -107,7 +109,7 @@ def write_run_html(
     if run_ids is not None and network is not None and network.get("run_id") not in set(run_ids.values()):
         network = None  # another run's group tests
     pages = render_run_pages(
-        reports, stack=name, title=title, fleet=fleet, network=network, page_name=out.name
+        reports, stack=name, title=title, fleet=fleet, network=network, page_name=out.name, history=history
     )
     folder = out.parent / (out.stem + PAGES_DIR_SUFFIX)
     for stale in folder.glob("*.html") if folder.is_dir() else ():

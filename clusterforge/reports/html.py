@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -109,7 +109,7 @@ def _css(status: str) -> str:
     return status if status in STATUSES else "error"
 
 
-def node_view(run: NodeRun) -> dict[str, Any]:
+def node_view(run: NodeRun, history: str = "") -> dict[str, Any]:
     reports = []
     for kind, report in run.reports:
         checks = []
@@ -136,6 +136,28 @@ def node_view(run: NodeRun) -> dict[str, Any]:
         "verdict": run.verdict,
         "missing": list(run.missing),
         "reports": reports,
+        "history": history,
+    }
+
+
+def history_view(
+    runs: list[NodeRun], history: Mapping[str, str], href: Callable[[str], str]
+) -> dict[str, Any]:
+    """The run's nodes with incidents (health.history lines), lemons first, then by strikes held."""
+
+    def held(line: str) -> int:
+        strikes = re.match(r"(?:LEMON )?(\d+)/", line)
+        return int(strikes.group(1)) if strikes else 0
+
+    rows = sorted(
+        ((r.node, history[r.node]) for r in runs if history.get(r.node)),
+        key=lambda row: (not row[1].startswith("LEMON"), -held(row[1]), row[0]),
+    )
+    return {
+        "total": len(rows),
+        "lemons": sum(1 for _, line in rows if line.startswith("LEMON")),
+        "rows": [{"node": node, "href": href(node), "line": line} for node, line in rows[:ATTENTION_ROWS]],
+        "more": max(0, len(rows) - ATTENTION_ROWS),
     }
 
 
@@ -261,6 +283,7 @@ def render_run_pages(
     fleet: dict[str, Any] | None = None,
     network: dict[str, Any] | None = None,
     page_name: str = "report.html",
+    history: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The run's pages: ``{"": the summary page, "<stem>-nodes/001.html": a page of nodes, ...}``
     where the summary page is ``page_name`` (no node pages up to ``INLINE_NODES`` nodes: the
@@ -269,7 +292,10 @@ def render_run_pages(
     ``reports``: validators report.json dicts (any order, one or more per node; ``"kind":
     "network"`` for a network-report.json) and ``{"node", "missing"}`` entries for nodes whose
     report is absent (shown as "no report"). ``fleet`` (reports/fleet.json) and ``network``
-    (reports/network-groups.json) add the fleet view and the group tests."""
+    (reports/network-groups.json) add the fleet view and the group tests. ``history`` (node -> its
+    incident line, ``health.history.node_history``) adds each node's strikes, last incident and mean
+    time between incidents, and a section listing the nodes that have any."""
+    history = history or {}
     runs = group_runs(reports)
     pages_dir = Path(page_name).stem + PAGES_DIR_SUFFIX
     title = title or f"clusterforge certification: {stack}"
@@ -292,9 +318,12 @@ def render_run_pages(
         "network": network_view(network, full=inline),
         "plots": plots_view(runs, fleet_band=not inline),
         "statuses": STATUSES,
+        "history": history_view(runs, history, href),
     }
     if inline:
-        context.update(matrix=matrix_view(runs, cols), nodes=[node_view(r) for r in runs])
+        context.update(
+            matrix=matrix_view(runs, cols), nodes=[node_view(r, history.get(r.node, "")) for r in runs]
+        )
     else:
         bad = [r for r in runs if r.verdict != "pass"]
         context.update(
@@ -334,7 +363,7 @@ def render_run_pages(
                 next=f"{i + 2:03d}.html" if i + 1 < len(chunks) else "",
                 matrix=matrix_view(chunk, columns(chunk)),
                 plots=plots_view(chunk),
-                nodes=[node_view(r) for r in chunk],
+                nodes=[node_view(r, history.get(r.node, "")) for r in chunk],
             )
             + "\n"
         )

@@ -173,7 +173,9 @@ def test_fail_drain_recertify_and_return_only_on_a_pass(tmp_path: Path, clock: C
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("policy", "waits"), [({}, HOUR), ({"pools": {"gpu": {"recertify_retry": "10m"}}}, 600.0)])
+@pytest.mark.parametrize(
+    ("policy", "waits"), [({}, HOUR), ({"pools": {"gpu": {"recertify_retry": "10m"}}}, 600.0)]
+)
 def test_a_failed_recertification_is_tried_again_after_the_pools_retry(
     tmp_path: Path, clock: Clock, policy: dict[str, Any], waits: float
 ) -> None:

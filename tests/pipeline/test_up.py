@@ -112,6 +112,8 @@ def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: p
     (strike,) = Journal("pt-up").section("health_strikes")
     assert strike["node"] == "node-003" and strike["check"] == "software-versions"
     assert strike["identity"] == Journal("pt-up").record("node-003").provider_id != ""
+    html = (world["tmp"] / "state" / "pt-up" / "reports" / "report.html").read_text()
+    assert "Incident history (1 node)" in html and "incidents: 1/3 in 7d, last 0 min ago" in html
 
 
 @pytest.mark.slow
