@@ -22,18 +22,25 @@ def fixes(floors: SecurityFloors, component: str, version: str, branch: str | No
     return [u.floor.fixed for u in floors.unmet(component, version, branch)]  # type: ignore[arg-type]
 
 
-def test_every_floor_has_a_dated_bulletin_with_cves(floors: SecurityFloors) -> None:
-    assert {f.component for f in floors.floors} == {"driver", "dcgm", "nvidia_container_toolkit"}
+def test_every_floor_has_a_dated_bulletin_with_cves_or_a_sourced_defect(floors: SecurityFloors) -> None:
+    components = {"driver", "dcgm", "nvidia_container_toolkit", "cuda", "nccl"}
+    assert {f.component for f in floors.floors} == components
     for floor in floors.floors:
-        bulletin = floors.bulletins[floor.bulletin]
-        assert bulletin.cves and all(c.startswith("CVE-") for c in bulletin.cves)
+        if floor.bulletin is not None:
+            bulletin = floors.bulletins[floor.bulletin]
+            assert bulletin.cves and all(c.startswith("CVE-") for c in bulletin.cves)
+        else:
+            defect = floors.defects[str(floor.defect)]
+            assert defect.source.startswith("https://github.com/NVIDIA/") and defect.what
 
 
 def test_the_issue_examples_are_floors(floors: SecurityFloors) -> None:
     # CVE-2024-0132 fixed in 1.16.2 (bulletin 5582); CVE-2025-23266 fixed in 1.17.8 (bulletin 5659).
-    by_cve = {cve: f.fixed for f in floors.floors for cve in floors.bulletins[f.bulletin].cves}
+    by_cve = {cve: f.fixed for f in floors.floors if f.bulletin for cve in floors.bulletins[f.bulletin].cves}
     assert by_cve["CVE-2024-0132"] == "1.16.2"
     assert by_cve["CVE-2025-23266"] == "1.17.8"
+    # CUDA: "All versions up to CUDA Toolkit 12.8 | CUDA Toolkit 12.8" (5594); 12.6U2 (5577) is 12.6.2.
+    assert by_cve["CVE-2024-53870"] == "12.8" and by_cve["CVE-2024-0123"] == "12.6.2"
 
 
 def test_below_equal_and_above(floors: SecurityFloors) -> None:
@@ -42,6 +49,14 @@ def test_below_equal_and_above(floors: SecurityFloors) -> None:
     assert fixes(floors, "nvidia_container_toolkit", "1.19.1") == []
     assert fixes(floors, "dcgm", "3.1.6") == ["3.1.7"]
     assert fixes(floors, "dcgm", "4.2.3") == []
+    assert fixes(floors, "cuda", "12.8") == ["13.1", "13.0", "12.9"]  # 12.8 carries 5594's fixes
+    assert fixes(floors, "cuda", "13.1.0") == []
+
+
+def test_a_defect_covers_its_affected_releases_only(floors: SecurityFloors) -> None:
+    assert fixes(floors, "nccl", "2.18.1") == ["2.18.3", "2.18.3"]
+    assert fixes(floors, "nccl", "2.17.1") == []  # older than the first affected release
+    assert fixes(floors, "nccl", "2.28.3") == ["2.28.7"] and fixes(floors, "nccl", "2.26.2") == []
 
 
 def test_versions_compare_as_numbers_not_text(floors: SecurityFloors) -> None:
@@ -69,6 +84,12 @@ def _altered(tmp_path: Path, edit: dict) -> Path:
     ("edit", "expected"),
     [
         ({"component": "dcgm", "fixed": "9.9.9", "bulletin": "1"}, "bulletin '1' not listed"),
+        ({"component": "nccl", "fixed": "2.9.9", "defect": "x"}, "defect 'x' not listed"),
+        ({"component": "nccl", "fixed": "2.9.9"}, "name a bulletin or a defect"),
+        (
+            {"component": "nccl", "fixed": "2.9.9", "since": "2.9.9", "defect": "nccl-2.18-collnet"},
+            "since 2.9.9 is not before the fix",
+        ),
         ({"component": "driver", "fixed": "580.1.1", "bulletin": "5821"}, "a driver floor needs a branch"),
         (
             {"component": "driver", "branch": "570", "fixed": "580.1.1", "bulletin": "5821"},

@@ -617,9 +617,14 @@ def test_every_error_reported_at_once_and_warnings_apart(tmp_path: Path) -> None
         "fabric-manager",
         "capacity-reservation",
     }
-    # prod's own warnings: its driver and container toolkit pins are below NVIDIA's security floors
+    # prod's own warnings: its driver, CUDA and container toolkit pins are below NVIDIA's security floors
     # (compatibility.yaml security_floors); the EFA installer edit adds its own
-    assert [f.check_id for f in report.warnings] == ["security-floor", "efa-nccl-env", "security-floor"]
+    assert [f.check_id for f in report.warnings] == [
+        "security-floor",
+        "security-floor",
+        "efa-nccl-env",
+        "security-floor",
+    ]
     lines = [f.line or 0 for f in report.errors]
     assert lines == sorted(lines)
     assert report.findings.index(report.warnings[0]) > report.findings.index(report.errors[-1])

@@ -15,11 +15,11 @@ from tests.spec.test_checks import STACKS, line_of, only, variant
 
 
 def test_prod_raises_no_warning_of_its_own() -> None:
-    # but the security floors (issue 28): its driver and container toolkit pins predate NVIDIA's
-    # May/June 2026 bulletins (tests/spec/test_security_floor.py); nothing from these pairings
+    # but the security floors (issue 28): its driver, container toolkit and CUDA pins predate NVIDIA's
+    # 2026 bulletins (tests/spec/test_security_floor.py); nothing from these pairings
     report = check_file(STACKS / "prod.yaml")
     assert report.ok, "\n".join(f.render() for f in report.findings)
-    assert [f.check_id for f in report.warnings] == ["security-floor"] * 2, [
+    assert [f.check_id for f in report.warnings] == ["security-floor"] * 3, [
         f.render() for f in report.findings
     ]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from clusterforge.plan.floors import floor_notes
 from clusterforge.spec.checks import check_file
 from clusterforge.spec.loader import load_spec
@@ -53,7 +55,8 @@ def test_at_the_floor_nothing_is_said(tmp_path: Path) -> None:
         "nvidia_container_toolkit: 1.19.1",
     )
     text = spec.read_text().replace("version: 580.105.08", "version: 580.159.03")
-    spec.write_text(text.replace("fabric_manager: 580.105.08", "fabric_manager: 580.159.03"))
+    text = text.replace("fabric_manager: 580.105.08", "fabric_manager: 580.159.03")
+    spec.write_text(text.replace("cuda: 12.8.1", "cuda: 13.1.0"))
     assert by_check(spec, "security-floor") == []
 
 
@@ -63,6 +66,7 @@ def test_the_policy_makes_it_an_error(tmp_path: Path) -> None:
     assert {f.path for f in report.errors if f.check_id == "security-floor"} == {
         "software.driver.version",
         "software.nvidia_container_toolkit",
+        "software.cuda",
     }
 
 
@@ -87,7 +91,59 @@ def test_health_policy_names_pools_and_profiles(tmp_path: Path) -> None:
 def test_plan_lists_the_gpu_pool_below_a_floor_and_not_the_head() -> None:
     spec, _lines = load_spec(STACKS / "prod.yaml")
     notes = floor_notes(spec)
-    assert len(notes) == 2
+    assert len(notes) == 3
     assert all("pool gpu (16 node(s) gpu-001..gpu-016)" in n for n in notes)
     assert "runs driver 580.105.08, below 580.159.03 (NVIDIA bulletin 5821, 2026-05-21" in notes[0]
     assert not any("pool head" in n for n in notes)
+
+
+def test_cuda_below_a_toolkit_bulletin_warns_naming_the_tools(tmp_path: Path) -> None:
+    (cuda,) = [f for f in by_check(STACKS / "prod.yaml", "security-floor") if f.path == "software.cuda"]
+    assert cuda.level == "warning"
+    assert cuda.message.startswith("cuda 12.8.1 is below NVIDIA's security floor 13.1: NVIDIA bulletin 5755")
+    assert (
+        "in Nsight Systems" in cuda.message
+        and "also below bulletins 5661 (13.0), 5643 (12.9)" in cuda.message
+    )
+    spec = variant(tmp_path, "prod", "cuda: 12.8.1", "cuda: 12.9.1")  # 5643 met, 5661 and 5755 not
+    (cuda,) = [f for f in by_check(spec, "security-floor") if f.path == "software.cuda"]
+    assert "also below bulletins 5661 (13.0);" in cuda.message and "5643" not in cuda.message
+
+
+@pytest.mark.parametrize(
+    ("nccl", "defects"),
+    [
+        ("2.18.1", ["nccl-2.18-tree-ll128", "nccl-2.18-collnet"]),  # the release with the known issue
+        ("2.17.1", []),  # before the first affected release: never had it
+        ("2.18.3", []),  # the fix
+        ("2.27.3", ["nccl-2.28-symmetric-kernels"]),
+        ("2.26.2", []),  # prod's: before symmetric kernels came
+    ],
+)
+def test_an_nccl_release_with_a_known_defect_warns_only_inside_its_range(
+    tmp_path: Path, nccl: str, defects: list[str]
+) -> None:
+    spec = variant(tmp_path, "prod", "nccl: 2.26.2", f"nccl: {nccl}")
+    found = [f for f in by_check(spec, "security-floor") if f.path == "software.nccl"]
+    if not defects:
+        assert found == []
+        return
+    (finding,) = found
+    assert finding.level == "warning"
+    assert finding.message.startswith(f"nccl {nccl} has a known defect fixed in ")
+    assert all(d in finding.message for d in defects)
+    assert "data corruption" in finding.message and "https://github.com/NVIDIA/nccl/releases/tag/v2." in (
+        finding.message
+    )
+
+
+def test_plan_names_a_known_defect_apart_from_a_security_floor(tmp_path: Path) -> None:
+    spec, _lines = load_spec(variant(tmp_path, "prod", "nccl: 2.26.2", "nccl: 2.28.3"))
+    (note,) = [n for n in floor_notes(spec) if "runs nccl" in n]
+    assert note.startswith(
+        "known defect: pool gpu (16 node(s) gpu-001..gpu-016) runs nccl 2.28.3, below 2.28.7"
+    )
+    assert (
+        "(known defect nccl-2.28-symmetric-kernels, 2025-10-17, NCCL 2.28.7 - built-in symmetric kernels)"
+        in note
+    )

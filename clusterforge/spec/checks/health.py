@@ -1,4 +1,5 @@
-"""Checks on the health loop's settings and on the software set against NVIDIA's security floors."""
+"""Checks on the health loop's settings and on the software set against version floors (NVIDIA's security
+bulletins, known defects)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def pinned_below_floors(
         ("software.driver.version", "driver", sw.driver.version, sw.driver.branch),
         ("software.dcgm", "dcgm", sw.dcgm, None),
         ("software.nvidia_container_toolkit", "nvidia_container_toolkit", sw.nvidia_container_toolkit, None),
+        ("software.cuda", "cuda", sw.cuda, None),
+        ("software.nccl", "nccl", sw.nccl, None),
     ]
     for path, component, version, branch in pinned:
         if version is None:
@@ -29,12 +32,20 @@ def pinned_below_floors(
 
 
 def floor_message(component: str, version: str, unmet: list[Unmet]) -> str:
-    """One sentence: what is below which floor, the newest advisory, the others unmet, and the fix."""
+    """One sentence: what is below which floor, the newest advisory or defect, the others unmet, and the fix."""
     top = unmet[0]
-    older = ", ".join(f"{u.floor.bulletin} ({u.floor.fixed})" for u in unmet[1:])
-    also = f"; also below bulletins {older}" if older else ""
+    rest = unmet[1:]
+    if rest and all(u.security for u in rest):
+        also = "; also below bulletins " + ", ".join(f"{u.floor.bulletin} ({u.floor.fixed})" for u in rest)
+    else:
+        also = "".join(f"; also below {u.label()} ({u.floor.fixed})" for u in rest)
+    what = (
+        f"is below NVIDIA's security floor {top.floor.fixed}"
+        if top.security
+        else f"has a known defect fixed in {top.floor.fixed}"
+    )
     return (
-        f"{component} {version} is below NVIDIA's security floor {top.floor.fixed}: {top.advisory()}{also}; "
+        f"{component} {version} {what}: {top.advisory()}{also}; "
         f"fix: pin {component} {top.floor.fixed} or later ({top.url})"
     )
 
@@ -42,7 +53,8 @@ def floor_message(component: str, version: str, unmet: list[Unmet]) -> str:
 class SecurityFloor(Check):
     id = "security-floor"
     summary = (
-        "Driver, DCGM and container toolkit are at least the fixed release of every NVIDIA security bulletin"
+        "Driver, DCGM, container toolkit, CUDA and NCCL are at least the fixed release of every NVIDIA "
+        "security bulletin and known defect catalogued"
     )
 
     def run(self, ctx: CheckContext) -> Iterable[Issue]:
