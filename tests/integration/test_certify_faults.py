@@ -6,7 +6,9 @@ busy loop per core on the host (``busy_host``), and so does the last healthy cer
 
 The shared stack's first `up` certified the healthy stack and recorded the fleet's baseline
 (test_local_stack.py's first test holds that; a second certification on a busy host is `long`).
-In CI then: three faults at once, one per node, each node drained with its own check's reason; then
+In CI then: the passive check of Slurm's HealthCheckProgram drains a node whose kernel log gained a
+node-fault Xid, with one reason for many lines; three faults at once, one per node, each node drained
+with its own check's reason; then
 a node at two thirds of its share certified with the others, repaired, on a busy host: only it is
 drained, with its figure against the reference, and the repaired nodes are admitted again. The
 `long` tests inject one real fault into one node each and certify it (judged against the stored
@@ -146,6 +148,27 @@ CORRUPTED = ("clusterforge: checkpoint-restart: ",)
 def assert_reason(reason: str, expected: tuple[str, ...]) -> None:
     prefix, *words = expected
     assert reason.startswith(prefix) and all(w in reason for w in words), (reason, expected)
+
+
+HEALTHCHECK = "/usr/local/sbin/clusterforge-healthcheck"  # what slurmd runs every HealthCheckInterval
+
+
+def test_a_node_fault_xid_drains_that_node_alone_with_one_reason_for_many_lines(local_stack: Stack) -> None:
+    # The passive check in Slurm's HealthCheckProgram, run as slurmd runs it, on a certified idle
+    # stack: five kernel-log lines of one node-fault Xid (the test hook, validators/passive.py) are
+    # one drain reason with their count, on that node only.
+    assert_serving(local_stack, COMPUTE)
+    with fault_hook(local_stack, "node-002", "xid", "79\\n" * 5):
+        said = local_stack.node("node-002", "sh", "-c", f"{HEALTHCHECK} 2>&1")
+    reason = drained_alone(local_stack, "node-002")
+    assert reason.startswith("clusterforge: xid: Xid 79 x5 on 0000:00:00 (node fault) (test hook)"), (
+        reason,
+        said,
+    )
+    assert reason.count("Xid") == 1
+    again = local_stack.node("node-002", "sh", "-c", f"{HEALTHCHECK} 2>&1")
+    assert "skipped" in again and sinfo(local_stack.name)["node-002"][1] == reason  # one incident, one reason
+    # node-002 stays drained: the next test certifies it again, beside its own fault.
 
 
 def test_three_faults_on_three_nodes_each_drain_their_node_with_its_own_reason(
