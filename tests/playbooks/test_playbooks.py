@@ -223,3 +223,62 @@ def test_health_check_wrapper_drains_once_for_many_xid_lines_from_the_passive_ch
     metrics = (tmp_path / "clusterforge_passive.prom").read_text()
     assert 'clusterforge_passive_new_xid_events{xid="79",kind="node"} 12' in metrics
     assert "passed" in run() and len(calls.read_text().splitlines()) == 1  # the same lines again: nothing new
+
+
+@pytest.mark.slow
+def test_health_check_wrapper_leaves_the_quick_checks_to_a_running_health_loop_job(tmp_path: Path) -> None:
+    """Beside the health loop's own job (judged on its speed, on this node's CPU share) the wrapper runs
+    the passive check only; without one, or with the loop off, the quick checks run as before."""
+    ran = tmp_path / "quick-checks-ran"
+    quick = [sys.executable, "-c", f"open({str(ran)!r}, 'a').write('x')"]
+    passive = [sys.executable, "-c", 'print(\'{"drain": ""}\')']
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    squeue_args = tmp_path / "squeue.args"
+    (bin_dir / "scontrol").write_text('#!/bin/sh\necho "NodeName=gpu-001 State=MIXED ThreadsPerCore=1"\n')
+    (bin_dir / "squeue").write_text(
+        f'#!/bin/sh\necho "$@" > {squeue_args}\ncat {tmp_path}/running 2>/dev/null\n'
+    )
+    for tool in ("scontrol", "squeue"):
+        (bin_dir / tool).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run(script: Path) -> str:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    loop_on = tmp_path / "on"
+    loop_on.mkdir()
+    script = (
+        _render(
+            loop_on,
+            slurm_health_loop_enabled=True,
+            slurm_healthcheck_command=quick,
+            slurm_healthcheck_passive_command=passive,
+        )
+        / "clusterforge-healthcheck.py"
+    )
+    (tmp_path / "running").write_text("4242\n")
+    said = run(script)
+    assert "quick checks left to the health loop's job 4242" in said and not ran.exists()
+    assert squeue_args.read_text().split() == [
+        "-h",
+        "-w",
+        "gpu-001",
+        "-p",
+        "health",
+        "-t",
+        "RUNNING",
+        "-o",
+        "%i",
+    ]
+    (tmp_path / "running").unlink()
+    assert "passed" in run(script) and ran.read_text() == "x"  # no loop job: the quick checks run
+    loop_off = tmp_path / "off"
+    loop_off.mkdir()
+    off = _render(loop_off, slurm_healthcheck_command=quick, slurm_healthcheck_passive_command=passive)
+    (tmp_path / "running").write_text("4242\n")
+    squeue_args.unlink()
+    assert "passed" in run(off / "clusterforge-healthcheck.py") and ran.read_text() == "xx"
+    assert not squeue_args.exists()  # the loop is off: Slurm is not asked
