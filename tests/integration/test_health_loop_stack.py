@@ -165,12 +165,15 @@ def _the_loop(stack: Stack, loop: Loop) -> None:
     loop.wait_jobs_done()
     assert "node-002" in steps(loop.round(), "passed")
 
-    # 3. A fault between checks, found by the next scheduled check: node-002 at two thirds of its CPU
-    # share (the node's health check, every 300 s, runs no workload: only the loop's check can see it).
+    # 3. A fault between checks, found by the next scheduled check: node-002 at half its CPU share (the
+    # node's health check, every 300 s, runs no workload: only the loop's check can see it). Not two
+    # thirds, as in the certification phase, where the node is judged beside the fleet: here it is judged
+    # against the baseline copied from `up`, recorded while both nodes certified at once, and a 2/3 cap
+    # (23.1 GFLOP/s against healthy checks' 29-34 on 2026-12-06) came inside its 25 % fail gap.
     # Lifted once its check has run: that node alone out of service with the check's figure against the
     # copied baseline, one strike, re-certified in the loop's reservation, returned.
     share = share_cpus(stack, "node-002")
-    podman("update", "--cpus", f"{share * 2 / 3:.3f}", f"{stack.name}-node-002")
+    podman("update", "--cpus", f"{share / 2:.3f}", f"{stack.name}-node-002")
     time.sleep(61)  # `every: 1m`: both nodes are due again
     assert "node-002" in steps(loop.round(), "submitted")
     loop.wait_jobs_done()
