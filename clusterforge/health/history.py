@@ -27,14 +27,15 @@ def _span(seconds: float) -> str:
 def node_history(
     spec: ClusterSpec, records: Mapping[str, NodeRecord], sections: Mapping[str, Any], now: float
 ) -> dict[str, str]:
-    """node -> its history line; linear in nodes and strikes."""
+    """node -> its history line, lemons first, then by strikes held, then by name (the order people read
+    them in: the HTML report lists them so); N log N in nodes with incidents, linear in strikes."""
     inputs = read_inputs(spec, records, sections)
     policy = spec.health.strikes
     verdicts = lemon_verdicts(inputs.identities, inputs.strikes, policy, now)
     by_node: dict[str, list[Strike]] = {}
     for s in inputs.strikes:
         by_node.setdefault(s.node, []).append(s)
-    out: dict[str, str] = {}
+    ranked: list[tuple[bool, int, str, str]] = []
     for node, mine in by_node.items():
         verdict = verdicts.get(node)
         if verdict is None:
@@ -47,5 +48,5 @@ def node_history(
         mtbi = mean_time_between(mine)
         if mtbi is not None:
             parts.append(f"MTBI {_span(mtbi)}")
-        out[node] = ", ".join(parts)
-    return out
+        ranked.append((not verdict.lemon, -verdict.strikes, node, ", ".join(parts)))
+    return {node: line for _, _, node, line in sorted(ranked)}

@@ -143,16 +143,10 @@ def node_view(run: NodeRun, history: str = "") -> dict[str, Any]:
 def history_view(
     runs: list[NodeRun], history: Mapping[str, str], href: Callable[[str], str]
 ) -> dict[str, Any]:
-    """The run's nodes with incidents (health.history lines), lemons first, then by strikes held."""
-
-    def held(line: str) -> int:
-        strikes = re.match(r"(?:LEMON )?(\d+)/", line)
-        return int(strikes.group(1)) if strikes else 0
-
-    rows = sorted(
-        ((r.node, history[r.node]) for r in runs if history.get(r.node)),
-        key=lambda row: (not row[1].startswith("LEMON"), -held(row[1]), row[0]),
-    )
+    """The run's nodes with incidents, in ``history``'s order (``health.history.node_history``: lemons
+    first, then by strikes held)."""
+    in_run = {r.node for r in runs}
+    rows = [(node, line) for node, line in history.items() if line and node in in_run]
     return {
         "total": len(rows),
         "lemons": sum(1 for _, line in rows if line.startswith("LEMON")),

@@ -168,6 +168,7 @@ def test_status_history_line_per_node(prod_journal: Journal) -> None:
         "gpu-002": "1/3 in 7d, last 12 h ago",
         "gpu-003": "LEMON 3/3 in 7d, last 5 h ago, MTBI 2.4 d",
     }
+    assert list(history) == ["gpu-003", "gpu-002"]  # the lemon first, whatever the names
 
 
 def test_slurm_view_passive_drains_and_idle_nodes(prod_journal: Journal) -> None:

@@ -105,11 +105,11 @@ def test_a_large_run_is_a_summary_page_and_node_pages_to_drill_down_to(tmp_path:
 def test_incident_history_lists_lemons_first_and_each_node_page_shows_its_own(tmp_path: Path) -> None:
     count = 2 * NODES_PER_PAGE + 5
     names = write(tmp_path / "reports", count, set())
-    history = {
-        "gpu-0003": "1/3 in 7d, last 5 h ago",
+    history = {  # node_history's order: lemons first, then by strikes held
         "gpu-0100": "LEMON 3/3 in 7d, last 2 min ago, MTBI 1.2 d",
         "gpu-0050": "2/3 in 7d, last 1 h ago, MTBI 3 h <script>",
         "gone-node": "1/3 in 7d, last 1 h ago",  # not in this run: not listed
+        "gpu-0003": "1/3 in 7d, last 5 h ago",
     }
     out = write_run_html(tmp_path / "reports", tmp_path / "report.html", stack="big", nodes=names,
                          run_ids=dict.fromkeys(names, RUN), history=history)  # fmt: skip
@@ -117,7 +117,7 @@ def test_incident_history_lists_lemons_first_and_each_node_page_shows_its_own(tm
     parse(main)
     assert "Incident history (3 nodes, 1 lemon)" in main and "gone-node" not in main
     rows = re.findall(r"<tr><td><a href='([^']+)'>(gpu-\d+)</a></td><td>([^<]*)</td></tr>", main)
-    assert [node for _, node, _ in rows] == ["gpu-0100", "gpu-0050", "gpu-0003"]  # lemon, then most strikes
+    assert [node for _, node, _ in rows] == ["gpu-0100", "gpu-0050", "gpu-0003"]  # in history's order
     assert "MTBI 3 h &lt;script&gt;" in main and "<script>" not in main
     for href, _node, line in rows:  # each row drills down to the node, whose detail carries its line
         target, anchor = href.split("#")
