@@ -236,8 +236,10 @@ def test_health_check_wrapper_leaves_the_quick_checks_to_a_running_health_loop_j
     bin_dir.mkdir()
     squeue_args = tmp_path / "squeue.args"
     (bin_dir / "scontrol").write_text('#!/bin/sh\necho "NodeName=gpu-001 State=MIXED ThreadsPerCore=1"\n')
+    # squeue's rule (its man page, -a/--all): a hidden partition's jobs (the loop's) only with --all.
     (bin_dir / "squeue").write_text(
-        f'#!/bin/sh\necho "$@" > {squeue_args}\ncat {tmp_path}/running 2>/dev/null\n'
+        f'#!/bin/sh\necho "$@" > {squeue_args}\n'
+        f'case " $* " in *" --all "*|*" -a "*) cat {tmp_path}/running 2>/dev/null;; esac\n'
     )
     for tool in ("scontrol", "squeue"):
         (bin_dir / tool).chmod(0o755)
@@ -263,16 +265,8 @@ def test_health_check_wrapper_leaves_the_quick_checks_to_a_running_health_loop_j
     said = run(script)
     assert "quick checks left to the health loop's job 4242" in said and not ran.exists()
     assert squeue_args.read_text().split() == [
-        "-h",
-        "-w",
-        "gpu-001",
-        "-p",
-        "health",
-        "-t",
-        "RUNNING",
-        "-o",
-        "%i",
-    ]
+        "--all", "-h", "-w", "gpu-001", "-p", "health", "-t", "RUNNING", "-o", "%i",
+    ]  # fmt: skip
     (tmp_path / "running").unlink()
     assert "passed" in run(script) and ran.read_text() == "x"  # no loop job: the quick checks run
     loop_off = tmp_path / "off"
