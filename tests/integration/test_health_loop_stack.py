@@ -36,7 +36,7 @@ LOOP_PYTHON = "/opt/clusterforge/venv/bin/python"
 NODES = ("node-001", "node-002")
 # "<check>: <figure> <unit> ..., NN % under the baseline ..." (the loop's fleet judging, one node a round)
 PERF_REASON = re.compile(
-    r"^clusterforge: matmul-burnin: .*\d[\d.]* \S+.* % under the (fleet median|baseline)"
+    r"^clusterforge: (matmul-burnin|gloo-allreduce): .*\d[\d.]* \S+.* % under the (fleet median|baseline)"
 )
 # The loop's own check, or the node's HealthCheckProgram running the same check
 LOST_HOLD = re.compile(r"^clusterforge: (healthcheck: )?software-versions: .*slurmd")
@@ -114,8 +114,8 @@ import glob, json, os
 for path in sorted(glob.glob("/shared/clusterforge-health/*/health-reports/*/*/report.json"), key=os.path.getmtime):
     data = json.load(open(path))
     for c in data.get("checks", []):
-        if c["id"].startswith("matmul"):
-            figures = {k: v for k, v in c.get("metrics", {}).items() if "gflops" in k.lower() or "device" in k}
+        if c["id"].startswith("matmul") or c["id"] == "gloo-allreduce":
+            figures = {k: v for k, v in c.get("metrics", {}).items() if "device" in k or k == "busbw"}
             print(path.split("/")[-3], path.split("/")[-2], c["id"], c["status"], json.dumps(figures)[:300])
 """
 
@@ -124,7 +124,7 @@ def test_the_loop_checks_idle_nodes_drains_recertifies_returns_and_replaces_a_le
     loop = Loop(stack)
     try:
         _the_loop(stack, loop)
-    finally:  # each job's burn-in figures, in order: what a healthy and a failed run measured
+    finally:  # each job's burn-in and gloo figures, in order: what a healthy and a failed run measured
         print(loop.sh("python3", "-c", DUMP))
 
 

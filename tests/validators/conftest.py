@@ -63,7 +63,12 @@ def tiny_cpu_config(shared: Path) -> dict:
     """The example CPU node with durations and sizes small enough for the test budget."""
     cfg = load_example("cpu-node.json")
     cfg["shared_storage"] = {"path": str(shared), "require_mount": False}
-    cfg["durations"] = {"burnin_seconds": 1, "gloo_iterations": 2, "checkpoint_steps": 4}
+    cfg["durations"] = {
+        "burnin_seconds": 1,
+        "gloo_iterations": 2,
+        "gloo_min_seconds": 0,
+        "checkpoint_steps": 4,
+    }
     cfg["sizes"] = {
         "cpu_workers": 2,
         "cpu_matmul_dim": 64,

@@ -162,3 +162,38 @@ def test_an_empty_sweep_runs_the_judged_size_alone() -> None:
     assert "--sizes" not in argv and argv[argv.index("--bytes") + 1] == str(16 << 20)
     assert "series" not in result and result["status"] == "pass"
     assert result["metrics"]["busbw"]["value"] == 0.2726
+
+
+# -- the timed span (a few ms-scale ops measure the scheduler's quantum, not the node) -------
+
+
+def test_more_iterations_fill_the_least_timed_span_within_the_cap() -> None:
+    from validators.workloads.gloo_allreduce import more_iterations
+
+    assert more_iterations(0.25, 5, 1.0, 10000) == 15  # 50 ms per op: 15 more make 1 s
+    assert more_iterations(0.25, 5, 1.0, 12) == 7  # no more than 12 in all
+    assert more_iterations(1.2, 5, 1.0, 10000) == 0  # already long enough
+    assert more_iterations(0.0, 5, 1.0, 100) == 95  # too fast to time: the cap
+    assert more_iterations(0.25, 5, 0.0, 10000) == 0  # no least span asked for
+    assert more_iterations(0.25, 20, 1.0, 10) == 0  # past the cap already: never negative
+
+
+def test_the_check_asks_the_workload_for_the_profiles_least_timed_span() -> None:
+    _, argv = _run_check({"gloo_bytes": 16 << 20}, {}, _sweep_output(16 << 20))
+    assert argv[argv.index("--iterations") + 1] == "5"
+    assert argv[argv.index("--min-seconds") + 1] == "1"  # quick's durations.gloo_min_seconds
+
+
+@pytest.mark.slow
+def test_every_rank_runs_the_iterations_the_least_timed_span_needs() -> None:
+    """1 iteration asked, 0.3 s of timed span: more follow, the same count on both ranks (a rank
+    that ran fewer would leave the other waiting in its collective until the timeout)."""
+    argv = [sys.executable, str(WORKLOAD), "--bytes", "65536", "--sizes", "4096",
+            "--iterations", "1", "--min-seconds", "0.3", "--local-ranks", "2", "--timeout", "60"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for row in result["sizes"]:
+        assert row["iterations"] > 1 and row["time_us"] * row["iterations"] >= 0.3e6 * 0.9, row
+    assert result["iterations"] == result["sizes"][1]["iterations"]  # the judged size's own count
+    assert result["wrong"] == 0

@@ -17,6 +17,7 @@ class GlooAllreduce(Check):
     measures = (
         "torch.distributed all_reduce (gloo) of sizes.gloo_bytes between this node and its peers (one rank per "
         "node, all started by the caller) or, without peers, between sizes.gloo_local_ranks local processes: "
+        "durations.gloo_iterations or more, until durations.gloo_min_seconds of timed span per size: "
         "busbw = bytes/time * 2(n-1)/n vs gloo.all_reduce.<N>node.busbw_gbps; every element checked exactly; "
         "busbw at every size of sizes.gloo_sweep_bytes recorded (series busbw), not judged"
     )
@@ -44,6 +45,8 @@ class GlooAllreduce(Check):
             *(["--sizes", ",".join(str(b) for b in sweep)] if sweep else []),
             "--iterations",
             str(int(cfg.duration("gloo_iterations"))),
+            "--min-seconds",
+            f"{cfg.duration('gloo_min_seconds'):g}",
             "--timeout",
             f"{timeout:g}",
         ]
