@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich import box
 from rich.console import Group
@@ -20,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from clusterforge.health.head_state import with_head_strikes
 from clusterforge.health.history import node_history
 from clusterforge.journal import Journal, stack_dir
 from clusterforge.lock import ago
@@ -131,28 +131,6 @@ def collect(
             )
         )
     return rows
-
-
-def with_head_strikes(
-    spec: ClusterSpec,
-    sections: dict[str, Any],
-    live: dict[str, Node],
-    heads: list[str],
-    runner: Callable[..., Runner],
-) -> dict[str, Any]:
-    """The journal's sections with the strikes the head node's health loop recorded added, where the
-    spec runs the loop and the head answers. A strike both journals hold counts once: the reader
-    (``health.state.read_inputs``) keeps one per identity, time and reason (``strikes.dedupe``)."""
-    from clusterforge.health.head_state import read_head_state
-    from clusterforge.health.loop.render import loop_enabled
-    from clusterforge.health.state import HEALTH_STRIKES
-
-    if not loop_enabled(spec):
-        return sections
-    state, _ = read_head_state(live, heads, runner)
-    if state is None or not state.strikes:
-        return sections
-    return {**sections, HEALTH_STRIKES: [*(sections.get(HEALTH_STRIKES) or []), *state.strikes]}
 
 
 def node_versions(journal: Journal, name: str) -> dict[str, str]:

@@ -144,3 +144,23 @@ def record_replaced(journal: Journal, request: ReplaceRequest, at: str) -> None:
     journal.set_section(REPLACED, {**(done if isinstance(done, dict) else {}), request.node: {
         "identity": request.identity, "at": at, "why": request.why,
     }})  # fmt: skip
+
+
+def with_head_strikes(
+    spec: ClusterSpec,
+    sections: dict[str, Any],
+    live: dict[str, Node],
+    heads: list[str],
+    runner: Callable[..., Runner],
+) -> dict[str, Any]:
+    """The journal's sections with the strikes the head node's health loop recorded added, where the
+    spec runs the loop and the head answers. A strike both journals hold counts once: the reader
+    (``health.state.read_inputs``) keeps one per identity, time and reason (``strikes.dedupe``)."""
+    from clusterforge.health.loop.render import loop_enabled
+
+    if not loop_enabled(spec):
+        return sections
+    state, _ = read_head_state(live, heads, runner)
+    if state is None or not state.strikes:
+        return sections
+    return {**sections, HEALTH_STRIKES: [*(sections.get(HEALTH_STRIKES) or []), *state.strikes]}

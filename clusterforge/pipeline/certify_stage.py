@@ -252,10 +252,14 @@ class CertifyStage(BaseStage):
         run's reports only; it never changes a verdict."""
         ctx = self.ctx
         try:
+            from clusterforge.health.head_state import with_head_strikes
             from clusterforge.health.history import node_history
             from clusterforge.reports import write_run_html
 
-            history = node_history(ctx.spec, ctx.journal.nodes, ctx.journal.sections, time.time())
+            heads = ctx.heads()  # the head's loop records strikes the workstation's journal has not seen
+            live = {h.name: h for h in heads}
+            sections = with_head_strikes(ctx.spec, ctx.journal.sections, live, list(live), ctx.runner)
+            history = node_history(ctx.spec, ctx.journal.nodes, sections, time.time())
             write_run_html(
                 ctx.paths.reports,
                 ctx.paths.reports / "report.html",

@@ -117,6 +117,45 @@ def test_certification_failure_drains_with_the_check(world: dict, monkeypatch: p
 
 
 @pytest.mark.slow
+def test_the_report_shows_the_strikes_the_heads_loop_recorded(
+    world: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the loop on, the head's journal holds strikes the workstation never saw (its scheduled checks):
+    the report written at certify time asks the head for them, as `invoke status` does."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from clusterforge.health.head_state import state_argv
+    from clusterforge.health.loop.render import loop_enabled
+
+    spec = world["spec"]
+    active = spec.health.active.model_copy(update={"profile": "quick"})
+    world["spec"] = spec.model_copy(update={"health": spec.health.model_copy(update={"active": active})})
+    assert loop_enabled(world["spec"])
+    monkeypatch.setenv("CF_TEST_FAIL_CERT", "node-003")
+    at = (datetime.now(UTC) - timedelta(hours=2)).replace(microsecond=0).isoformat()
+    head_strike = {"identity": "", "node": "node-001", "at": at, "check": "gloo-allreduce",
+                   "reason": "clusterforge: gloo-allreduce: busbw 0.2 GB/s, 50 % under the baseline 0.4"}  # fmt: skip
+    slurm: FakeSlurm = world["slurm"]
+    base = slurm._answer
+
+    def answer(argv: list[str], stdin: str | None) -> tuple[int, str, str]:
+        if argv == state_argv():
+            head_strike["identity"] = Journal("pt-up").record("node-001").provider_id
+            return 0, json.dumps({"health_strikes": [head_strike]}), ""
+        return base(argv, stdin)
+
+    slurm._answer = answer  # type: ignore[method-assign]
+    outcome, text = run_up(world)
+    assert outcome.failed == ["node-003"], text
+    assert state_argv() in slurm.calls
+    html = (world["tmp"] / "state" / "pt-up" / "reports" / "report.html").read_text()
+    assert "Incident history (2 nodes)" in html  # node-003 (this run) and node-001 (the head's loop)
+    assert "incidents: 1/3 in 7d, last 2 h ago" in html  # node-001: the head's strike alone
+    assert "and, where the health loop runs, the head node's" in html
+
+
+@pytest.mark.slow
 def test_slow_network_drains_and_on_demand_certify_recovers(world: dict) -> None:
     slurm: FakeSlurm = world["slurm"]
     outcome, _ = run_up(world)

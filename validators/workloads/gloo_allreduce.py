@@ -8,7 +8,7 @@ checked against the exact expected sum.
 ``--iterations N`` is the least number of timed all_reduces per size; with ``--min-seconds S`` more
 follow until the timed span reaches S (at most ``--max-iterations``): a few iterations of a
 millisecond-scale op measure the scheduler's quantum, not the node (on a CPU-quota'd container node 5
-iterations of 16 MiB spread 0.27-0.46 GB/s between runs, 30 iterations 0.41-0.50). Every rank runs the
+iterations of 16 MiB spread 0.27-0.47 GB/s between runs, 30 iterations 0.41-0.50). Every rank runs the
 same count: each says how many more it needs, and all run the largest (an all_reduce MAX).
 
 ``--bytes B`` is the judged message size; ``--sizes B1,B2,...`` adds a sweep (busbw against
