@@ -7,6 +7,7 @@ variables (2 nodes with 8x H100 each) and read back.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import py_compile
 import subprocess
@@ -252,12 +253,14 @@ def test_health_check_wrapper_leaves_the_quick_checks_to_a_running_health_loop_j
 
     loop_on = tmp_path / "on"
     loop_on.mkdir()
+    lock = tmp_path / "validators.lock"
     script = (
         _render(
             loop_on,
             slurm_health_loop_enabled=True,
             slurm_healthcheck_command=quick,
             slurm_healthcheck_passive_command=passive,
+            slurm_validators_lock=str(lock),
         )
         / "clusterforge-healthcheck.py"
     )
@@ -268,6 +271,12 @@ def test_health_check_wrapper_leaves_the_quick_checks_to_a_running_health_loop_j
         "--all", "-h", "-w", "gpu-001", "-p", "health", "-t", "RUNNING", "-o", "%i",
     ]  # fmt: skip
     (tmp_path / "running").unlink()
+    # The loop's job started after squeue answered (or waits for this check): it holds the node's lock.
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    said = run(script)
+    assert f"quick checks left to the validators run holding {lock}" in said and not ran.exists()
+    os.close(fd)
     assert "passed" in run(script) and ran.read_text() == "x"  # no loop job: the quick checks run
     loop_off = tmp_path / "off"
     loop_off.mkdir()

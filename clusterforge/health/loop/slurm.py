@@ -19,6 +19,11 @@ KINDS: tuple[Kind, ...] = ("active", "recertify")
 JOB_PREFIX = "cf-health-"
 SQUEUE_FORMAT = "%i|%j|%T|%N"
 RC_FILE = "rc"  # written by the job's script when the validators exit by themselves
+# The node's lock the validators run holds (roles/slurm slurm_validators_lock, held equal by a test): the
+# node's health check takes it without waiting and leaves its quick checks out while it is held, and the
+# job waits up to LOCK_WAIT_S for a health check already running (Slurm gives one 60 s).
+VALIDATORS_LOCK = "/run/lock/clusterforge-validators.lock"
+LOCK_WAIT_S = 90
 
 
 @dataclass(frozen=True)
@@ -69,12 +74,28 @@ def job_dir(reports_dir: Path, node: str, job_id: str) -> Path:
     return reports_dir / node / job_id
 
 
-def job_script(validators: Sequence[str], suite: str, node_config: str, reports_dir: Path, node: str) -> str:
-    """The batch script: the validators write report.json into the job's folder on shared storage,
-    then the exit status goes to ``rc``. A job killed by preemption never writes ``rc``."""
+def job_script(
+    validators: Sequence[str],
+    suite: str,
+    node_config: str,
+    reports_dir: Path,
+    node: str,
+    lock: str = VALIDATORS_LOCK,
+) -> str:
+    """The batch script (sh): the validators write report.json into the job's folder on shared storage,
+    then the exit status goes to ``rc``. A job killed by preemption never writes ``rc``. The run holds
+    ``lock`` (fd 9, inherited by the validators), after waiting up to LOCK_WAIT_S for a health check that
+    holds it; past that, or where the lock cannot be opened, it runs without (a check never waits forever)."""
     out = f"{shlex.quote(str(reports_dir / node))}/$SLURM_JOB_ID"
     run = " ".join(shlex.quote(a) for a in [*validators, "run", "--profile", suite, "--config", node_config])
-    return f'd={out}; mkdir -p "$d" && {run} --out "$d"; echo $? > "$d/{RC_FILE}"'
+    validate = f'{run} --out "$d"; echo $? > "$d/{RC_FILE}"'
+    if not lock:
+        return f'd={out}; mkdir -p "$d" && {{ {validate}; }}'
+    return (
+        # "true": only a lock file that cannot be opened runs the fallback, never a second run
+        f'd={out}; mkdir -p "$d" && {{ {{ flock -w {LOCK_WAIT_S} 9; {validate}; true; }} 9>>{shlex.quote(lock)}'
+        f" || {{ {validate}; }}; }}"
+    )
 
 
 def sbatch_argv(
