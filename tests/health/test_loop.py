@@ -79,6 +79,21 @@ def test_only_idle_nodes_are_checked_in_the_hidden_partition_without_requeue(
     assert head.nodes["node-003"]["reason"] == "bad fan, ticket 42"  # not the loop's to touch
 
 
+def test_the_jobs_hold_the_node_lock_the_config_names(tmp_path: Path, clock: Clock) -> None:
+    """The role writes its slurm_validators_lock into the config (roles/slurm/tasks/health_loop.yml): the
+    jobs hold that lock, the one the node's health check takes, not a default of their own."""
+    from dataclasses import replace
+
+    cfg, head = config(tmp_path), FakeHead(NODES)
+    assert (
+        cfg.validators_lock == "/run/lock/clusterforge-validators.lock"
+    )  # absent from the JSON: the default
+    cfg = replace(cfg, validators_lock="/var/lock/site.lock")
+    round_(cfg, head, clock)
+    wraps = [a for argv in head.submitted() for a in argv if a.startswith("--wrap=")]
+    assert wraps and all("9>>/var/lock/site.lock" in w for w in wraps), wraps
+
+
 def test_max_nodes_counts_checks_already_running(tmp_path: Path, clock: Clock) -> None:
     cfg, head = config(tmp_path, active={"profile": "quick", "every": "12h", "max_nodes": 2}), FakeHead(NODES)
     assert len(round_(cfg, head, clock).submitted) == 2

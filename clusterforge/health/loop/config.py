@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clusterforge.health.loop.slurm import VALIDATORS_LOCK
 from clusterforge.spec.health import Health
 
 CONFIG_PATH = "/etc/clusterforge/health-loop.json"
@@ -48,6 +49,7 @@ class LoopConfig:
     reservation: str = RESERVATION
     validators: tuple[str, ...] = ("/usr/local/bin/clusterforge-validators",)
     node_config: str = "/etc/clusterforge/node.json"  # NODE.json on every compute node
+    validators_lock: str = VALIDATORS_LOCK  # the role's slurm_validators_lock, written in by the role
     time_limit_min: int = 60
     replace_hook: tuple[str, ...] = ()  # argv run on the head with the node name appended; () -> flag only
     textfile_dir: str = ""  # node_exporter's textfile folder ("" -> no metrics)
@@ -93,6 +95,7 @@ def parse_config(data: Mapping[str, Any], where: str = "config") -> LoopConfig:
             reservation=str(data.get("reservation") or RESERVATION),
             validators=tuple(data.get("validators") or LoopConfig.validators),
             node_config=str(data.get("node_config") or LoopConfig.node_config),
+            validators_lock=str(data.get("validators_lock") or VALIDATORS_LOCK),
             time_limit_min=int(data.get("time_limit_min") or 60),
             replace_hook=tuple(str(a) for a in data.get("replace_hook") or ()),
             textfile_dir=str(data.get("textfile_dir") or ""),

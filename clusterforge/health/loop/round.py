@@ -123,16 +123,17 @@ class Round:
         return parse_squeue(self._call(squeue_argv(self.config.partition), "listing the health jobs"))
 
     def _submit(self, kind: Kind, node: str, suite: str) -> str:
+        cfg = self.config
         script = job_script(
-            self.config.validators, suite, self.config.node_config, self.config.reports_dir, node
+            cfg.validators, suite, cfg.node_config, cfg.reports_dir, node, lock=cfg.validators_lock
         )
         argv = sbatch_argv(
             kind,
             node,
-            self.config.partition,
+            cfg.partition,
             script,
-            self.config.time_limit_min,
-            self.config.reservation if kind == "recertify" else "",
+            cfg.time_limit_min,
+            cfg.reservation if kind == "recertify" else "",
         )
         job_id = parse_sbatch(self._call(argv, f"{node}: submitting the {kind} check"))
         if not job_id:

@@ -19,7 +19,8 @@ KINDS: tuple[Kind, ...] = ("active", "recertify")
 JOB_PREFIX = "cf-health-"
 SQUEUE_FORMAT = "%i|%j|%T|%N"
 RC_FILE = "rc"  # written by the job's script when the validators exit by themselves
-# The node's lock the validators run holds (roles/slurm slurm_validators_lock, held equal by a test): the
+# The node's lock the validators run holds by default (the role writes its slurm_validators_lock into the
+# loop's config as validators_lock; the defaults are held equal by a test): the
 # node's health check takes it without waiting and leaves its quick checks out while it is held, and the
 # job waits up to LOCK_WAIT_S for a health check already running (Slurm gives one 60 s).
 VALIDATORS_LOCK = "/run/lock/clusterforge-validators.lock"
